@@ -1,0 +1,116 @@
+"""The one model interface of mars-eval: an async chat call.
+
+Everything that talks to a model (the `single` system, MAD, AutoGen's adapter, the games'
+LLM agent) goes through `ModelClient.chat`. Implementations: `HTTPClient` (any
+OpenAI-compatible endpoint, several at once), `TransformersEngine` (in-process, micro-batched)
+and `VLLMEngine` (in-process on a GPU). `CachedClient` wraps any of them with the run store so
+a rerun never sends a completed call again.
+
+Thinking is split off every reply here, once, so no caller can feed it to another agent or
+extract an answer from it by mistake: `ChatResponse.content` never contains thinking.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+
+
+class ModelAccessError(RuntimeError):
+    """A call failed after all retries (or can never succeed, e.g. unknown model)."""
+
+
+class ConfigError(ValueError):
+    """Bad user input found before any work: printed as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings. Defaults are Qwen3's recommended thinking-mode settings."""
+
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    max_tokens: int = 32768
+    seed: int | None = None
+    thinking: bool = True
+
+    @classmethod
+    def for_mode(cls, thinking: bool, **overrides: Any) -> SamplingParams:
+        """Qwen3 defaults for the mode (thinking 0.6/0.95/20/0, non-thinking 0.7/0.8/20/0)."""
+        base = cls() if thinking else cls(temperature=0.7, top_p=0.8, thinking=False)
+        fields = {k: v for k, v in overrides.items() if v is not None}
+        return cls(**{**asdict(base), **fields})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ChatResponse:
+    """One completed call. `content` is the final text with any thinking removed."""
+
+    content: str
+    thinking: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    endpoint: str | None = None
+    cached: bool = False  # served from the run store, not sent
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChatResponse:
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """Async chat over one model. `model` is the name reported in runs."""
+
+    model: str
+
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
+        """Send one chat; raise ModelAccessError when it cannot be completed."""
+        ...
+
+    async def check(self) -> None:
+        """Fail fast (ConfigError) when the model cannot be reached or does not exist."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+
+def split_thinking(text: str | None, reasoning: str | None = None) -> tuple[str, str]:
+    """Return (content, thinking) from a reply.
+
+    Thinking may arrive in a separate field (`reasoning_content` / `reasoning`), inline as
+    `<think>...</think>`, or with only the closing tag (the chat template opened it in the
+    prompt). An opening tag with no close means the reply was cut off inside thinking: all of
+    it is thinking and the content is empty.
+    """
+    text = text or ""
+    parts = [reasoning.strip()] if reasoning and reasoning.strip() else []
+    for m in _THINK_BLOCK.finditer(text):
+        parts.append(m.group(1).strip())
+    text = _THINK_BLOCK.sub("", text)
+    if "</think>" in text:  # only the closing tag: everything before it was thinking
+        before, _, text = text.rpartition("</think>")
+        parts.append(before.replace("<think>", "").strip())
+    if "<think>" in text:  # unterminated thinking: cut off before the answer
+        text, _, rest = text.partition("<think>")
+        parts.append(rest.strip())
+    return text.strip(), "\n\n".join(p for p in parts if p)
