@@ -41,6 +41,7 @@ def slug(text: str) -> str:
 class RunStore:
     def __init__(self, run_dir: Path, config: dict[str, Any], fresh: bool = False):
         self.dir = Path(run_dir)
+        self.config = config
         if fresh and self.dir.exists():
             shutil.rmtree(self.dir)
         self.dir.mkdir(parents=True, exist_ok=True)

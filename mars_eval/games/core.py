@@ -1,0 +1,271 @@
+"""The episode API shared by every game: a pyspiel state wrapped with readable text.
+
+An `Episode` owns one pyspiel state. Chance nodes (card deals) are resolved internally with
+an RNG seeded from the episode seed, so the same seed always gives the same deals and the
+caller only ever sees decision nodes. Actions are addressed by stable, readable names
+("x(1,2)", "column 3", "Bet", "Play card 1"); each game subclass maps pyspiel's action ids to
+those names and renders what one player may see, built only from that player's information
+state / observation string so hidden information can never leak into a prompt.
+
+Forfeit rule (invalid or unparseable answers): the offender ends the game. In a competitive
+game the offender gets the game's minimum payoff and the other player the maximum; in a
+cooperative game (Hanabi) everyone gets the minimum (a score of 0).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyspiel
+
+from mars_eval.models.base import ConfigError, Message
+
+PROMPT_STYLES = ("full", "compact")
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+_WRAPPERS = {"[": "]", "{": "}", "<": ">", "(": ")", '"': '"', "'": "'", "`": "`", "*": "*"}
+
+ANSWER_FORMAT = (
+    "First reason briefly about the position, then give exactly ONE action, copied from the list of "
+    "legal actions, in the form <answer>ACTION</answer>. An illegal or missing action loses the game."
+)
+
+
+def normalize_action(text: str) -> str:
+    """Case- and whitespace-insensitive key of an action name ("X (1, 2)" -> "x(1,2)")."""
+    return re.sub(r"\s+", "", text).lower()
+
+
+def check_style(style: str) -> str:
+    if style not in PROMPT_STYLES:
+        raise ConfigError(f"unknown prompt style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    return style
+
+
+@dataclass
+class Game:
+    """One configured game: its pyspiel game, display name and the episode class that renders it."""
+
+    name: str
+    pyspiel_name: str
+    params: dict[str, Any]
+    episode_cls: type[Episode]
+    cooperative: bool = False
+    _game: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._game = pyspiel.load_game(self.pyspiel_name, self.params)
+
+    @property
+    def pyspiel_game(self) -> Any:
+        return self._game
+
+    @property
+    def num_players(self) -> int:
+        return self._game.num_players()
+
+    @property
+    def min_return(self) -> float:
+        return float(self._game.min_utility())
+
+    @property
+    def max_return(self) -> float:
+        return float(self._game.max_utility())
+
+    def new_episode(self, seed: int) -> Episode:
+        return self.episode_cls(self, seed)
+
+    def normalize(self, mean_return: float) -> float:
+        """Map a mean return onto 0..100.
+
+        normalized = (mean_return - min_return) / (max_return - min_return) * 100, with the
+        game's payoff range from pyspiel: tic-tac-toe and connect four [-1, 1] (a draw is 50),
+        Kuhn [-2, 2], Leduc [-13, 13], Hanabi [0, colors*ranks] (so score / max score * 100).
+        """
+        span = self.max_return - self.min_return
+        return (mean_return - self.min_return) / span * 100.0
+
+
+class Episode:
+    """One play-through of a game; see the module docstring for the contract."""
+
+    display_name: ClassVar[str] = ""
+
+    def __init__(self, game: Game, seed: int):
+        self.game = game
+        self.seed = seed
+        self.state = game.pyspiel_game.new_initial_state()
+        self.history: list[tuple[int, str]] = []
+        self.forfeited_by: int | None = None
+        self.forfeit_reason: str = ""
+        self._rng = random.Random(seed)
+        self._legal_cache: tuple[tuple[int, int | None], dict[str, int]] | None = None
+        self._resolve_chance()
+
+    # --- state ---------------------------------------------------------------------------
+    @property
+    def current_player(self) -> int:
+        if self.is_terminal:
+            return int(pyspiel.PlayerId.TERMINAL)
+        return int(self.state.current_player())
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.forfeited_by is not None or self.state.is_terminal()
+
+    def returns(self) -> list[float]:
+        """Final payoffs per player (valid mid-game too: pyspiel's running returns)."""
+        if self.forfeited_by is None:
+            return [float(r) for r in self.state.returns()]
+        n, lo, hi = self.game.num_players, self.game.min_return, self.game.max_return
+        if self.game.cooperative:
+            return [lo] * n
+        return [lo if p == self.forfeited_by else hi for p in range(n)]
+
+    # --- actions -------------------------------------------------------------------------
+    def _legal_map(self) -> dict[str, int]:
+        """Readable name -> pyspiel action id for the current player (cached per move)."""
+        stamp = (len(self.state.history()), self.forfeited_by)
+        if self._legal_cache is None or self._legal_cache[0] != stamp:
+            if self.is_terminal:
+                names: dict[str, int] = {}
+            else:
+                player = self.state.current_player()
+                names = {self.action_name(player, a): a for a in self.state.legal_actions(player)}
+            self._legal_cache = (stamp, names)
+        return self._legal_cache[1]
+
+    def legal_actions(self) -> list[str]:
+        return list(self._legal_map())
+
+    def action_id(self, name: str) -> int:
+        try:
+            return self._legal_map()[name]
+        except KeyError:
+            raise ValueError(f"{name!r} is not a legal action; legal: {self.legal_actions()}") from None
+
+    def name_of(self, action_id: int) -> str:
+        """The readable name of a legal pyspiel action id (used by search/policy opponents)."""
+        for name, a in self._legal_map().items():
+            if a == action_id:
+                return name
+        raise ValueError(f"action id {action_id} is not legal here")
+
+    def apply(self, name: str) -> None:
+        if self.is_terminal:
+            raise ValueError("the episode is over")
+        action = self.action_id(name)
+        player = self.current_player
+        self._before_apply(player, action, name)
+        self.history.append((player, name))
+        self.state.apply_action(action)
+        self._resolve_chance()
+
+    def forfeit(self, player: int, reason: str = "invalid action") -> None:
+        """End the game because `player` gave an invalid or unparseable answer."""
+        if not self.is_terminal:
+            self.forfeited_by = player
+            self.forfeit_reason = reason
+
+    def _resolve_chance(self) -> None:
+        while self.state.is_chance_node():
+            outcomes = self.state.chance_outcomes()
+            r, acc = self._rng.random(), 0.0
+            action = outcomes[-1][0]
+            for a, p in outcomes:
+                acc += p
+                if r < acc:
+                    action = a
+                    break
+            self.state.apply_action(action)
+
+    def parse(self, text: str) -> str | None:
+        """The legal action named in the last <answer>...</answer>, or None.
+
+        Case, whitespace and wrapping brackets/quotes are forgiven; the answer must otherwise
+        name a legal action of the current player exactly (an illegal move is never mapped to
+        a legal one).
+        """
+        found = _ANSWER.findall(text or "")
+        if not found:
+            return None
+        legal = {normalize_action(n): n for n in self._legal_map()}
+        candidate = normalize_action(found[-1]).rstrip(".")
+        while candidate:
+            if candidate in legal:
+                return legal[candidate]
+            closing = _WRAPPERS.get(candidate[0])
+            if closing is None or not candidate.endswith(closing) or len(candidate) < 2:
+                return None
+            candidate = candidate[1:-1].rstrip(".")
+        return None
+
+    # --- prompts -------------------------------------------------------------------------
+    def messages(self, player: int, style: str = "full") -> list[Message]:
+        """A single-turn chat for this player's current view.
+
+        full: [system (rules, seat, format), user (observation)]; compact: one short user
+        message with no system message (for tiny models).
+        """
+        check_style(style)
+        if style == "compact":
+            return [{"role": "user", "content": self.observation(player, "compact")}]
+        return [
+            {"role": "system", "content": self.system_prompt(player, "full")},
+            {"role": "user", "content": self.observation(player, "full")},
+        ]
+
+    def system_prompt(self, player: int, style: str = "full") -> str:
+        check_style(style)
+        if style == "compact":
+            return ""
+        return f"{self.rules()}\n\n{self.role(player)}\n\n{ANSWER_FORMAT}"
+
+    def observation(self, player: int, style: str = "full") -> str:
+        check_style(style)
+        if style == "compact":
+            return self.compact_view(player)
+        parts = [self.view(player)]
+        last = self.last_move_text(player)
+        if last:
+            parts.insert(0, last)
+        if not self.is_terminal and self.current_player == player:
+            parts.append("Legal actions: " + ", ".join(self.legal_actions()))
+            parts.append("Give your action as <answer>ACTION</answer>.")
+        return "\n\n".join(parts)
+
+    def last_move_text(self, player: int) -> str:
+        """The other player's most recent action (never private information)."""
+        for who, name in reversed(self.history):
+            if who != player:
+                return f"{self.seat_name(who)}'s last move: {self.describe_move(who, name, player)}"
+        return ""
+
+    def seat_name(self, player: int) -> str:
+        return "Opponent" if not self.game.cooperative else "Partner"
+
+    def describe_move(self, who: int, name: str, viewer: int) -> str:
+        return name
+
+    # --- per-game hooks ------------------------------------------------------------------
+    def action_name(self, player: int, action: int) -> str:
+        raise NotImplementedError
+
+    def rules(self) -> str:
+        raise NotImplementedError
+
+    def role(self, player: int) -> str:
+        raise NotImplementedError
+
+    def view(self, player: int) -> str:
+        """The state as `player` may see it (full style, without legal actions)."""
+        raise NotImplementedError
+
+    def compact_view(self, player: int) -> str:
+        raise NotImplementedError
+
+    def _before_apply(self, player: int, action: int, name: str) -> None:
+        """Hook to record public facts about a move before it is applied (Hanabi)."""

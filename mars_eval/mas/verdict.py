@@ -1,0 +1,354 @@
+"""Read a JSON verdict out of a model's reply, safely.
+
+Moderators and judges are asked for a JSON object, but models wrap it in code fences, put
+prose around it, think first, or write Python-ish dicts (single quotes, True/None, trailing
+commas). The reference MAD code ran `eval()` on that text; here the text is only ever
+*scanned* and handed to `json.loads` after a character-level rewrite, so nothing in it can
+run. Work is bounded: at most `MAX_TEXT` trailing characters are looked at, at most
+`MAX_STARTS` candidate objects are tried, each at most `MAX_OBJECT` characters long and
+`MAX_DEPTH` levels deep.
+
+The rewrite (`to_strict_json`) works outside strings on: single-quoted strings -> double
+quoted, `True/False/None` -> `true/false/null`, bare keys -> quoted keys, trailing commas
+dropped. Inside strings, backslashes that JSON would misread are kept literally, because
+verdicts carry LaTeX: `"\\boxed{73}"` written as `"\boxed{73}"` must not become a backspace
+followed by "oxed{73}" (see `_escape`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mars_eval.tasks.base import Task
+
+MAX_TEXT = 200_000  # verdicts sit at the end of a reply: only the tail is scanned
+MAX_OBJECT = 16_000  # longest object considered (a verdict is a few hundred characters)
+MAX_STARTS = 256  # most "{" positions tried per region
+MAX_DEPTH = 64  # deeper nesting is not a verdict
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|python|javascript|js)?[ \t]*\n?(.*?)```", re.DOTALL)
+_STRUCTURAL = re.compile(r"[\"'{}\[\]]")
+_BARE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_\- ]*")
+_PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
+_JSON_LITERALS = {"true", "false", "null"}
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+# LaTeX commands starting with \n, which a JSON parser would read as a newline + letters.
+_LATEX_N = ("neq", "ne", "nu", "nabla", "not", "notin", "newline", "nmid", "ngeq", "nleq")
+
+
+def strip_thinking(text: str) -> str:
+    """Drop `<think>` blocks, anything before a lone `</think>`, and an unclosed `<think>` tail."""
+    text = _THINK.sub("", text)
+    if "</think>" in text:
+        text = text.rpartition("</think>")[2]
+    if "<think>" in text:
+        text = text.partition("<think>")[0]
+    return text
+
+
+def _escape(s: str, i: int) -> tuple[str, int]:
+    """Rewrite the escape at s[i] == '\\' inside a string; return (strict JSON text, next index).
+
+    JSON escapes are kept, except where the letters after the backslash form a LaTeX command
+    (`\\boxed`, `\\frac`, `\\times`, `\\text`, `\\right`, `\\neq`): those keep their backslash.
+    Any other backslash (`\\sqrt`, `\\pi`, `\\(`) is kept literally too.
+    """
+    nxt = s[i + 1] if i + 1 < len(s) else ""
+    after = s[i + 2] if i + 2 < len(s) else ""
+    if nxt in ('"', "\\", "/"):
+        return "\\" + nxt, i + 2
+    if nxt == "'":
+        return "'", i + 2
+    if nxt in "bfrt" and nxt and after.isalpha():  # \boxed, \frac, \right, \text: LaTeX
+        return "\\\\", i + 1
+    if nxt == "n" and any(
+        s.startswith(cmd, i + 1) and not s[i + 1 + len(cmd) : i + 2 + len(cmd)].isalpha() for cmd in _LATEX_N
+    ):
+        return "\\\\", i + 1
+    if nxt and nxt in "bfnrt":
+        return "\\" + nxt, i + 2
+    if nxt == "u" and _HEX4.match(s, i + 2):
+        return s[i : i + 6], i + 6
+    return "\\\\", i + 1  # not a JSON escape: a literal backslash
+
+
+def to_strict_json(s: str) -> str:
+    """Rewrite a JSON-ish object text (Python dict style allowed) into strict JSON text."""
+    out: list[str] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c in "\"'":  # a string, either quote style; emitted double-quoted
+            j = i + 1
+            buf = ['"']
+            while j < n and s[j] != c:
+                if s[j] == "\\":
+                    piece, j = _escape(s, j)
+                    buf.append(piece)
+                    continue
+                buf.append('\\"' if s[j] == '"' else s[j])
+                j += 1
+            buf.append('"')
+            out.append("".join(buf))
+            i = j + 1
+            continue
+        if c == ",":  # trailing comma before a closing bracket is dropped
+            j = i + 1
+            while j < n and s[j].isspace():
+                j += 1
+            if j < n and s[j] in "}]":
+                i += 1
+                continue
+        if (c.isalpha() or c == "_") and not (i and (s[i - 1].isdigit() or s[i - 1] == ".")):  # not 1e5
+            m = _BARE_WORD.match(s, i)
+            word = m.group(0).rstrip() if m else c
+            end = i + len(word)
+            if word in _PY_LITERALS:
+                out.append(_PY_LITERALS[word])
+            elif word in _JSON_LITERALS:
+                out.append(word)
+            else:
+                out.append(json.dumps(word))  # a bare key or value (`Yes`) becomes a string
+            i = end
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _match_object(text: str, start: int) -> int | None:
+    """Index just past the brace matching text[start] == '{', or None (unbalanced/too long/deep)."""
+    limit = min(len(text), start + MAX_OBJECT)
+    depth = 0
+    quote = ""
+    for m in _STRUCTURAL.finditer(text, start, limit):
+        c, pos = m.group(0), m.start()
+        if quote:
+            if c == quote and not _escaped(text, pos):
+                quote = ""
+            continue
+        if c in "\"'":
+            quote = c
+        elif c in "{[":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return None
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return pos + 1 if c == "}" else None
+            if depth < 0:
+                return None
+    return None
+
+
+def _escaped(text: str, pos: int) -> bool:
+    """True when text[pos] is preceded by an odd number of backslashes."""
+    k = pos - 1
+    while k >= 0 and text[k] == "\\":
+        k -= 1
+    return (pos - 1 - k) % 2 == 1
+
+
+def _load(candidate: str) -> dict[str, Any] | None:
+    for attempt in (to_strict_json, lambda s: s):  # rewritten first, raw as a last resort
+        try:
+            obj = json.loads(attempt(candidate), strict=False)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _objects(region: str) -> list[dict[str, Any]]:
+    """Top-level JSON-ish objects in a region, in order of appearance.
+
+    Candidates are tried from the end backwards (the verdict is usually last, and a long
+    reply may hold hundreds of LaTeX braces before it); an object nested inside another
+    parsed object is dropped in favour of the outer one.
+    """
+    spans: list[tuple[int, int, dict[str, Any]]] = []
+    pos = len(region)
+    for _ in range(MAX_STARTS):
+        start = region.rfind("{", 0, pos)
+        if start < 0:
+            break
+        pos = start
+        end = _match_object(region, start)
+        obj = _load(region[start:end]) if end is not None else None
+        if obj is not None:
+            spans = [sp for sp in spans if not (start <= sp[0] and sp[1] <= end)]  # type: ignore[operator]
+            spans.append((start, end, obj))  # type: ignore[arg-type]
+    return [obj for _, _, obj in sorted(spans, key=lambda sp: sp[0])]
+
+
+def find_json_objects(text: str) -> list[dict[str, Any]]:
+    """JSON objects in a reply: those in code fences first-class, else any in the prose.
+
+    Thinking is removed first. Returned in order of appearance; callers usually want the last.
+    """
+    if not isinstance(text, str) or not text:
+        return []
+    text = strip_thinking(text[-MAX_TEXT:])
+    fenced = [obj for block in _FENCE.findall(text) for obj in _objects(block)]
+    return fenced or _objects(text)
+
+
+def parse_json_object(text: str, keys: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """The last object holding any of `keys` (normalized names), else the last object, else None."""
+    objects = find_json_objects(text)
+    if keys:
+        for obj in reversed(objects):
+            if any(_norm_key(k) in keys for k in obj):
+                return obj
+    return objects[-1] if objects else None
+
+
+# --- verdicts -----------------------------------------------------------------------------
+
+_KEY_ALIASES = {
+    "preference": "preferred",
+    "preferred": "preferred",
+    "whether_there_is_a_preference": "preferred",
+    "has_preference": "preferred",
+    "supported_side": "side",
+    "side": "side",
+    "preferred_side": "side",
+    "winner": "side",
+    "reason": "reason",
+    "reasoning": "reason",
+    "why": "reason",
+    "answer": "answer",
+    "debate_answer": "answer",
+    "final_answer": "answer",
+}
+VERDICT_KEYS = tuple(_KEY_ALIASES)
+
+
+def _norm_key(key: Any) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", str(key).lower()).strip("_")
+
+
+def _truthy(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("yes", "true", "y", "1"):
+            return True
+        if v in ("no", "false", "n", "0", "none", ""):
+            return False
+    return None
+
+
+def _side(value: Any) -> str | None:
+    v = str(value or "").strip().lower()
+    if v.startswith("aff") or v in ("a", "side a", "first"):
+        return "affirmative"
+    if v.startswith("neg") or v in ("b", "side b", "second"):
+        return "negative"
+    return None
+
+
+def _answer_text(value: Any) -> str | None:
+    """The verdict's answer as text; empty, null and placeholder values mean 'no answer'."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, list):
+        value = value[0] if len(value) == 1 else None
+        return _answer_text(value)
+    if isinstance(value, (int, float)):
+        return str(value)
+    if not isinstance(value, str):
+        return None
+    v = value.strip()
+    if v.lower() in ("", "none", "null", "n/a", "na", "undecided", "unknown", "tbd", "-"):
+        return None
+    return v
+
+
+@dataclass
+class Verdict:
+    """A moderator's or judge's structured verdict (keys normalized from common spellings)."""
+
+    preferred: bool | None = None
+    side: str | None = None  # "affirmative" | "negative" | None
+    reason: str = ""
+    answer: str | None = None  # the raw answer text, before task extraction
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> Verdict:
+        fields: dict[str, Any] = {}
+        for key, value in obj.items():
+            name = _KEY_ALIASES.get(_norm_key(key))
+            if name and name not in fields:
+                fields[name] = value
+        return cls(
+            preferred=_truthy(fields.get("preferred")),
+            side=_side(fields.get("side")),
+            reason=str(fields.get("reason") or ""),
+            answer=_answer_text(fields.get("answer")),
+            raw=obj,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"preferred": self.preferred, "side": self.side, "reason": self.reason, "answer": self.answer}
+
+
+def parse_verdict(text: str) -> Verdict | None:
+    """The verdict in a reply, or None when no JSON object can be read from it."""
+    obj = parse_json_object(text, keys=VERDICT_KEYS)
+    return Verdict.from_object(obj) if obj is not None else None
+
+
+# --- verdict answers -> task answers ------------------------------------------------------
+
+_BOXED_WHOLE = re.compile(r"^\\(?:boxed|fbox)\{(.*)\}$", re.DOTALL)
+_PAREN_LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
+_OPTION_LETTER = re.compile(r"^(?:option|choice)\s*\(?([A-Za-z])\)?$", re.IGNORECASE)
+
+
+def normalize_answer_text(raw: str) -> str:
+    """Strip what a verdict wraps a bare answer in: quotes, $..$, \\boxed{..}, "(C)", "Option C"."""
+    s = raw.strip().strip("`").strip()
+    for _ in range(3):  # nested wrappers, e.g. "$\\boxed{73}$."
+        before = s
+        s = s.rstrip(".").strip()
+        if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'$":
+            s = s[1:-1].strip()
+        if s.startswith("\\(") and s.endswith("\\)"):
+            s = s[2:-2].strip()
+        m = _BOXED_WHOLE.match(s)
+        if m:
+            s = m.group(1).strip()
+        if s == before:
+            break
+    m = _PAREN_LETTER.match(s) or _OPTION_LETTER.match(s)
+    return m.group(1).upper() if m else s
+
+
+def extract_verdict_answer(raw: str | None, task: Task) -> str | None:
+    """The task's answer for a verdict's answer text, or None when the task finds none.
+
+    Verdicts state bare answers ("73", "\\boxed{73}", "C", "(C)"), which a task's extractor
+    may not accept bare, so the normalized text is offered in the forms answer formats use,
+    in this order: `\\boxed{x}`, `Answer: x`, `The final answer is x`, then the raw text as
+    written. The first form the task extracts an answer from wins.
+    """
+    if not raw:
+        return None
+    core = normalize_answer_text(raw)
+    if not core:
+        return None
+    forms = (f"\\boxed{{{core}}}", f"Answer: {core}", f"The final answer is {core}", raw)
+    for form in forms:
+        answer = task.extract(form)
+        if answer is not None and str(answer).strip():
+            return answer
+    return None

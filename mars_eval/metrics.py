@@ -1,0 +1,52 @@
+"""Accuracy metrics over a run's sample records.
+
+With n problems and K samples each, scored sample i of problem p gives c_{p,i} in {0, 1}.
+Errored samples (model access or scorer failure) are left out, never counted as wrong.
+
+    avg@K      accuracy = (1/n') * sum_p mean_i c_{p,i}      over the n' problems with a scored sample
+    stderr     = std_p(mean_i c_{p,i}) / sqrt(n')           (sample std, ddof=1; 0 when n' < 2)
+    pass@K     = (1/n') * sum_p max_i c_{p,i}
+    majority@K = (1/n') * sum_p c(most common answer of p)  (ties: the answer seen first)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+
+def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_problem[r["problem_id"]].append(r)
+    means, passes, majorities = [], [], []
+    for recs in by_problem.values():
+        scored = sorted((r for r in recs if not r.get("error")), key=lambda r: r["sample"])
+        if not scored:
+            continue
+        means.append(sum(bool(r["correct"]) for r in scored) / len(scored))
+        passes.append(float(any(r["correct"] for r in scored)))
+        majorities.append(float(_majority_correct(scored)))
+    n = len(means)
+    acc = sum(means) / n if n else 0.0
+    stderr = math.sqrt(sum((m - acc) ** 2 for m in means) / (n - 1) / n) if n > 1 else 0.0
+    out: dict[str, Any] = {"accuracy": acc, "stderr": stderr, "n_scored": n}
+    if samples > 1:
+        out[f"pass@{samples}"] = sum(passes) / n if n else 0.0
+        out[f"majority@{samples}"] = sum(majorities) / n if n else 0.0
+    return out
+
+
+def _majority_correct(scored: list[dict[str, Any]]) -> bool:
+    counts: dict[str, int] = {}
+    correct_of: dict[str, bool] = {}
+    for r in scored:
+        key = r.get("answer_key")
+        if key is None:
+            continue
+        counts[key] = counts.get(key, 0) + 1
+        correct_of.setdefault(key, bool(r["correct"]))
+    if not counts:
+        return False
+    return correct_of[max(counts, key=lambda k: counts[k])]

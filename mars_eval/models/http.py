@@ -1,0 +1,267 @@
+"""OpenAI-compatible endpoints (vLLM, SGLang, `transformers serve`, OpenAI) behind one client.
+
+Two layers:
+- `EndpointPool` is an httpx transport. It holds the concurrency limit, spreads requests over
+  several endpoints by least in-flight, keeps pooled keep-alive connections, and retries 429
+  (honouring Retry-After), 5xx, timeouts and dropped connections with exponential backoff and
+  jitter, for a bounded number of attempts. Because it sits under httpx, the same pool serves
+  our `HTTPClient` and any other OpenAI client (AutoGen's `OpenAIChatCompletionClient`).
+- `HTTPClient` is the `ModelClient`: the real `openai.AsyncOpenAI` over that transport, with
+  Qwen3/vLLM extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking
+  split from the reply (`reasoning_content`, `reasoning`, or inline `<think>`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+
+import httpx
+import openai
+
+from mars_eval.models.base import (
+    ChatResponse,
+    ConfigError,
+    Message,
+    ModelAccessError,
+    SamplingParams,
+    split_thinking,
+)
+
+POOL_HOST = "mars-endpoint-pool"  # placeholder host the pool rewrites to a real endpoint
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+DEFAULT_CONCURRENCY = 512  # enough in flight to keep a vLLM server's batch full
+
+
+@dataclass
+class Endpoint:
+    url: httpx.URL  # base URL, ending in /v1
+    in_flight: int = 0
+    sent: int = 0
+    down_until: float = 0.0  # after a connection failure, prefer other endpoints until then
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+class EndpointPool(httpx.AsyncBaseTransport):
+    """An httpx transport over several OpenAI-compatible base URLs (see module docstring)."""
+
+    def __init__(
+        self,
+        base_urls: list[str],
+        concurrency: int = DEFAULT_CONCURRENCY,
+        max_attempts: int = 6,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+    ):
+        if not base_urls:
+            raise ConfigError("no --base-url given")
+        self.endpoints = [Endpoint(httpx.URL(normalize_base_url(u))) for u in base_urls]
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self._transport = httpx.AsyncHTTPTransport(limits=limits)
+        self._semaphore: asyncio.Semaphore | None = None
+        self._next = 0
+        self.retries = 0
+
+    @property
+    def base_url(self) -> str:
+        """The URL an OpenAI client should use: the pool maps it onto real endpoints."""
+        return f"http://{POOL_HOST}/v1"
+
+    def _pick(self) -> Endpoint:
+        now = time.monotonic()
+        up = [e for e in self.endpoints if e.down_until <= now] or self.endpoints
+        # Least in-flight; rotate the starting point so ties spread evenly.
+        self._next = (self._next + 1) % len(up)
+        ordered = up[self._next :] + up[: self._next]
+        return min(ordered, key=lambda e: (e.in_flight, e.down_until))
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max)
+        cap = min(self.backoff_max, self.backoff_base * 2**attempt)
+        return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never in lockstep
+
+    def _rewrite(self, request: httpx.Request, endpoint: Endpoint) -> httpx.Request:
+        path = request.url.raw_path.decode()
+        base_path = endpoint.url.raw_path.decode().rstrip("/")
+        if path.startswith("/v1"):
+            path = path[len("/v1") :]
+        target = httpx.URL(f"{endpoint.url.scheme}://{endpoint.url.netloc.decode()}{base_path}{path}")
+        headers = httpx.Headers(request.headers)
+        headers["host"] = endpoint.url.netloc.decode()
+        return httpx.Request(
+            request.method, target, headers=headers, content=request.content, extensions=request.extensions
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        await request.aread()  # the body must be re-sendable on retry
+        async with self._semaphore:
+            last_error: Exception | None = None
+            for attempt in range(self.max_attempts):
+                endpoint = self._pick()
+                endpoint.in_flight += 1
+                endpoint.sent += 1
+                try:
+                    response = await self._transport.handle_async_request(self._rewrite(request, endpoint))
+                    raw = b"".join([chunk async for chunk in response.aiter_raw()])
+                    await response.aclose()
+                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                    last_error = exc
+                    endpoint.down_until = time.monotonic() + self._delay(attempt, None)
+                    retry_after = None
+                else:
+                    if response.status_code not in RETRY_STATUS or attempt == self.max_attempts - 1:
+                        return httpx.Response(
+                            response.status_code,
+                            headers=response.headers,
+                            content=raw,
+                            extensions=response.extensions,
+                            request=request,
+                        )
+                    retry_after = _retry_after(response.headers)
+                    last_error = httpx.HTTPStatusError(
+                        f"HTTP {response.status_code}", request=request, response=response
+                    )
+                finally:
+                    endpoint.in_flight -= 1
+                if attempt < self.max_attempts - 1:
+                    self.retries += 1
+                    await asyncio.sleep(self._delay(attempt, retry_after))
+            # Only transport errors reach here: a retryable status on the last attempt was returned.
+            assert last_error is not None
+            raise last_error
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+
+def normalize_base_url(url: str) -> str:
+    """Accept 'host:port', 'http://host:port' or '.../v1'; return '.../v1'."""
+    url = url.strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+class HTTPClient:
+    """`ModelClient` for OpenAI-compatible servers (one or many `--base-url`s)."""
+
+    def __init__(
+        self,
+        model: str,
+        base_urls: list[str],
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float = 3600.0,
+        max_attempts: int = 6,
+        api_key: str | None = None,
+        backoff_base: float = 0.5,
+    ):
+        self.model = model
+        self.pool = EndpointPool(base_urls, concurrency, max_attempts, backoff_base=backoff_base)
+        self.http = httpx.AsyncClient(transport=self.pool, timeout=httpx.Timeout(timeout, connect=10.0))
+        self.api_key = api_key or "EMPTY"
+        self.openai = openai.AsyncOpenAI(
+            base_url=self.pool.base_url, api_key=self.api_key, http_client=self.http, max_retries=0
+        )
+
+    @staticmethod
+    def request_kwargs(params: SamplingParams) -> dict:
+        """The chat-completions arguments for our sampling settings (vLLM/SGLang extras in extra_body)."""
+        kwargs: dict = {
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "extra_body": {
+                "top_k": params.top_k,
+                "min_p": params.min_p,
+                "chat_template_kwargs": {"enable_thinking": params.thinking},
+            },
+        }
+        if params.presence_penalty:
+            kwargs["presence_penalty"] = params.presence_penalty
+        if params.seed is not None:
+            kwargs["seed"] = params.seed
+        return kwargs
+
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
+        started = time.perf_counter()
+        try:
+            completion = await self.openai.chat.completions.create(
+                model=self.model, messages=messages, **self.request_kwargs(params)
+            )
+        except openai.APIStatusError as exc:
+            raise ModelAccessError(f"HTTP {exc.status_code}: {_error_message(exc)}") from exc
+        except (openai.APIError, httpx.HTTPError) as exc:
+            raise ModelAccessError(f"{type(exc).__name__}: {exc}") from exc
+        if not completion.choices:
+            raise ModelAccessError("endpoint returned no choices")
+        choice = completion.choices[0]
+        message = choice.message
+        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        content, thinking = split_thinking(message.content, reasoning if isinstance(reasoning, str) else None)
+        usage = completion.usage
+        return ChatResponse(
+            content=content,
+            thinking=thinking,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_s=time.perf_counter() - started,
+            finish_reason=choice.finish_reason,
+        )
+
+    async def check(self) -> None:
+        """Every endpoint must answer GET /models and serve `self.model`."""
+        async with httpx.AsyncClient(timeout=10.0) as probe:
+            for endpoint in self.pool.endpoints:
+                url = f"{endpoint.url}/models"
+                try:
+                    r = await probe.get(url, headers={"Authorization": f"Bearer {self.api_key}"})
+                except httpx.HTTPError as exc:
+                    raise ConfigError(f"cannot reach endpoint {endpoint.url} ({type(exc).__name__})") from exc
+                if r.status_code != 200:
+                    raise ConfigError(
+                        f"endpoint {endpoint.url} answered GET /models with HTTP {r.status_code}"
+                    )
+                try:
+                    served = [m["id"] for m in r.json().get("data", [])]
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    raise ConfigError(f"endpoint {endpoint.url} returned a malformed model list") from exc
+                if served and self.model not in served:
+                    raise ConfigError(
+                        f"model {self.model!r} not served at {endpoint.url}; it serves: {', '.join(served)}"
+                    )
+
+    async def aclose(self) -> None:
+        await self.openai.close()
+        await self.http.aclose()
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])[:300]
+        if "message" in body:
+            return str(body["message"])[:300]
+    return str(exc)[:300]

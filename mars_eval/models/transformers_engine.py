@@ -1,0 +1,203 @@
+"""In-process engine: a transformers model (CPU or GPU) behind the `ModelClient` interface.
+
+Concurrent samples call `chat` independently; a micro-batcher collects the requests that arrive
+within a short window (or until `max_batch`) and runs them through one left-padded `generate`
+call in a worker thread, so the event loop keeps running and many conversations share one
+forward pass. Requests are grouped by their sampling settings (one generate call takes one
+set); `max_tokens` may differ inside a group (the group generates up to the largest, rows are
+cut to their own limit afterwards).
+
+Limits, documented: presence_penalty has no transformers equivalent and is ignored; a batch
+shares one torch seed (the first request's), so a sample's text can depend on which other
+requests shared its batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mars_eval.models.base import (
+    ChatResponse,
+    ConfigError,
+    Message,
+    ModelAccessError,
+    SamplingParams,
+    split_thinking,
+)
+
+
+@dataclass
+class _Pending:
+    prompt: str
+    params: SamplingParams
+    future: asyncio.Future = field(repr=False)
+
+
+def _group_key(p: SamplingParams) -> tuple:
+    return (p.temperature, p.top_p, p.top_k, p.min_p)
+
+
+class TransformersEngine:
+    """`ModelClient` over a local or hub transformers checkpoint, micro-batched."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str | None = None,
+        max_batch: int = 64,
+        batch_window_s: float = 0.01,
+        dtype: str = "auto",
+    ):
+        self.model = model
+        self.max_batch = max_batch
+        self.batch_window_s = batch_window_s
+        self._device = device
+        self._dtype = dtype
+        self._tok = None
+        self._lm = None
+        self._queue: list[_Pending] = []
+        self._wakeup: asyncio.Event | None = None
+        self._worker: asyncio.Task | None = None
+        self.batches = 0  # generate calls made (for tests and stats)
+
+    # --- loading -------------------------------------------------------------------------
+    def _load(self) -> None:
+        if self._lm is not None:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            tok = AutoTokenizer.from_pretrained(self.model)
+            lm = AutoModelForCausalLM.from_pretrained(
+                self.model, dtype=self._dtype if device != "cpu" else torch.float32
+            )
+        except (OSError, ValueError) as exc:
+            where = (
+                "local folder"
+                if Path(self.model).exists()
+                else "hub id (offline? set --base-url or a local path)"
+            )
+            raise ConfigError(
+                f"cannot load model {self.model!r} as a {where}: {str(exc).splitlines()[0]}"
+            ) from exc
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        self._tok, self._lm, self._device = tok, lm.to(device).eval(), device
+
+    async def check(self) -> None:
+        await asyncio.to_thread(self._load)
+
+    # --- requests ------------------------------------------------------------------------
+    def render(self, messages: list[Message], params: SamplingParams) -> str:
+        self._load()
+        try:
+            return self._tok.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, enable_thinking=params.thinking
+            )
+        except (ValueError, TypeError) as exc:  # no chat template: plain transcript
+            raise ConfigError(f"model {self.model!r} has no usable chat template: {exc}") from exc
+
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
+        await self.check()
+        loop = asyncio.get_running_loop()
+        pending = _Pending(self.render(messages, params), params, loop.create_future())
+        self._queue.append(pending)
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        self._wakeup.set()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._batch_loop())
+        return await pending.future
+
+    async def _batch_loop(self) -> None:
+        assert self._wakeup is not None
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            await asyncio.sleep(self.batch_window_s)  # let concurrent samples join the batch
+            while self._queue:
+                key = _group_key(self._queue[0].params)
+                batch = [p for p in self._queue if _group_key(p.params) == key][: self.max_batch]
+                taken = {id(p) for p in batch}
+                self._queue = [p for p in self._queue if id(p) not in taken]
+                try:
+                    results = await asyncio.to_thread(self._generate, batch)
+                except Exception as exc:  # a failed batch fails its requests, never the engine
+                    for p in batch:
+                        if not p.future.done():
+                            p.future.set_exception(ModelAccessError(f"generation failed: {exc}"))
+                    continue
+                for p, r in zip(batch, results, strict=True):
+                    if not p.future.done():
+                        p.future.set_result(r)
+
+    def _generate(self, batch: list[_Pending]) -> list[ChatResponse]:
+        import torch
+
+        started = time.perf_counter()
+        tok, lm = self._tok, self._lm
+        enc = tok([p.prompt for p in batch], return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = {k: v.to(self._device) for k, v in enc.items()}
+        prompt_len = enc["input_ids"].shape[1]
+        limit = getattr(lm.config, "max_position_embeddings", None) or 1 << 30
+        max_new = max(1, min(max(p.params.max_tokens for p in batch), limit - prompt_len))
+        first = batch[0].params
+        gen_kwargs = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
+        if first.temperature > 0:
+            gen_kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
+            if first.top_k > 0:
+                gen_kwargs["top_k"] = first.top_k
+            if first.min_p > 0:
+                gen_kwargs["min_p"] = first.min_p
+        else:
+            gen_kwargs["do_sample"] = False
+        if first.seed is not None:
+            torch.manual_seed(first.seed)
+        with torch.inference_mode():
+            out = lm.generate(**enc, **gen_kwargs)
+        self.batches += 1
+        latency = time.perf_counter() - started
+        eos_ids = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
+        responses = []
+        for i, p in enumerate(batch):
+            row = out[i, prompt_len:].tolist()
+            n = 0
+            while (
+                n < len(row)
+                and n < p.params.max_tokens
+                and row[n] not in eos_ids
+                and row[n] != tok.pad_token_id
+            ):
+                n += 1
+            finish = "stop" if n < len(row) and row[n] in eos_ids else "length"
+            text = tok.decode(row[:n], skip_special_tokens=True)
+            content, thinking = split_thinking(text)
+            responses.append(
+                ChatResponse(
+                    content=content,
+                    thinking=thinking,
+                    prompt_tokens=int(enc["attention_mask"][i].sum()),
+                    completion_tokens=n,
+                    latency_s=latency,
+                    finish_reason=finish,
+                    endpoint="in-process",
+                )
+            )
+        return responses
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+
+
+def _as_list(x) -> list[int]:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]

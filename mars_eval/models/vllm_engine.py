@@ -1,0 +1,94 @@
+"""In-process vLLM engine (GPU only): the `ModelClient` used instead of transformers when vllm is
+installed and a GPU is present. vLLM's async engine batches concurrent requests continuously, so
+each `chat` is simply one request. Only this module imports vllm (an optional extra).
+
+Unverified on this project's CI machines (no GPU); written against vLLM's documented
+`AsyncLLMEngine` / `AsyncEngineArgs` / `SamplingParams` API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from mars_eval.models.base import (
+    ChatResponse,
+    ConfigError,
+    Message,
+    ModelAccessError,
+    SamplingParams,
+    split_thinking,
+)
+
+
+def vllm_available() -> bool:
+    """True when vllm imports and a CUDA GPU is visible."""
+    try:
+        import torch
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+class VLLMEngine:
+    def __init__(self, model: str, *, tensor_parallel_size: int = 1, max_model_len: int | None = None):
+        self.model = model
+        self._args = {"model": model, "tensor_parallel_size": tensor_parallel_size}
+        if max_model_len:
+            self._args["max_model_len"] = max_model_len
+        self._engine = None
+        self._tok = None
+        self._ids = itertools.count()
+
+    async def check(self) -> None:
+        if self._engine is not None:
+            return
+        try:
+            from vllm import AsyncEngineArgs, AsyncLLMEngine
+        except ImportError as exc:
+            raise ConfigError("the in-process vLLM engine needs the extra: pip install -e .[vllm]") from exc
+        self._engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self._args))
+        self._tok = await self._engine.get_tokenizer()
+
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
+        from vllm import SamplingParams as VSampling
+
+        await self.check()
+        prompt = self._tok.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, enable_thinking=params.thinking
+        )
+        sampling = VSampling(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else -1,
+            min_p=params.min_p,
+            presence_penalty=params.presence_penalty,
+            max_tokens=params.max_tokens,
+            seed=params.seed,
+        )
+        started = time.perf_counter()
+        final = None
+        try:
+            async for output in self._engine.generate(prompt, sampling, request_id=f"mars-{next(self._ids)}"):
+                final = output
+        except (RuntimeError, ValueError, asyncio.CancelledError) as exc:
+            raise ModelAccessError(f"vLLM generation failed: {exc}") from exc
+        if final is None or not final.outputs:
+            raise ModelAccessError("vLLM returned no output")
+        out = final.outputs[0]
+        content, thinking = split_thinking(out.text)
+        return ChatResponse(
+            content=content,
+            thinking=thinking,
+            prompt_tokens=len(final.prompt_token_ids or []),
+            completion_tokens=len(out.token_ids),
+            latency_s=time.perf_counter() - started,
+            finish_reason=out.finish_reason,
+            endpoint="vllm-in-process",
+        )
+
+    async def aclose(self) -> None:
+        if self._engine is not None and hasattr(self._engine, "shutdown"):
+            self._engine.shutdown()

@@ -1,0 +1,100 @@
+"""What users see: a live progress bar while a run works, and a table at the end."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+class RunProgress:
+    """done/total, live accuracy, calls/s, tokens/s and errors for a `mas` run."""
+
+    def __init__(self, console: Console, total: int, done: int = 0, enabled: bool = True):
+        self.enabled = enabled
+        self.total = total
+        self.done = done
+        self.correct = 0.0
+        self.scored = 0
+        self.errors = 0
+        self.calls = 0
+        self.tokens = 0
+        self.started = time.perf_counter()
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            disable=not enabled,
+            transient=False,
+        )
+        self._task = self._progress.add_task("samples", total=total, completed=done, stats="")
+
+    def __enter__(self) -> RunProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._refresh()
+        self._progress.__exit__(*exc)
+
+    def seed(self, record: dict[str, Any]) -> None:
+        """Count a sample finished by an earlier run (resume) in the live accuracy."""
+        self.scored += 1
+        self.correct += bool(record.get("correct"))
+
+    def advance(self, record: dict[str, Any], sent_calls: int) -> None:
+        self.done += 1
+        if record.get("error"):
+            self.errors += 1
+        else:
+            self.scored += 1
+            self.correct += bool(record.get("correct"))
+        self.calls = sent_calls
+        self.tokens += int(record.get("completion_tokens") or 0)
+        self._progress.update(self._task, completed=self.done)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        elapsed = max(time.perf_counter() - self.started, 1e-6)
+        acc = f"{self.correct / self.scored:.1%}" if self.scored else "-"
+        stats = f"acc {acc}  {self.calls / elapsed:.1f} calls/s  {self.tokens / elapsed:.0f} tok/s"
+        if self.errors:
+            stats += f"  [red]{self.errors} errors[/red]"
+        self._progress.update(self._task, stats=stats)
+
+
+def print_summary_table(summary: dict[str, Any], console: Console) -> None:
+    table = Table(
+        title=f"{summary['system']} on {summary['task']}  ·  {summary['model']}", title_justify="left"
+    )
+    for col in ("problems", "samples", "accuracy", "± stderr"):
+        table.add_column(col, justify="right")
+    extra = [k for k in summary if k.startswith(("pass@", "majority@"))]
+    for k in extra:
+        table.add_column(k, justify="right")
+    for col in ("errors", "calls/sample", "tokens (prompt/completion)", "wall"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(summary["n"]),
+        str(summary["samples"]),
+        f"{summary['accuracy']:.2%}",
+        f"{summary['stderr']:.2%}",
+        *(f"{summary[k]:.2%}" for k in extra),
+        str(summary["errors"]) if not summary["errors"] else f"[red]{summary['errors']}[/red]",
+        f"{summary['llm_calls_per_sample']:.2f}",
+        f"{summary['prompt_tokens']:,}/{summary['completion_tokens']:,}",
+        f"{summary['wall_seconds']:.1f}s",
+    )
+    console.print(table)
+    if summary["errors"]:
+        console.print(
+            f"[yellow]{summary['errors']} sample(s) failed ({summary.get('error_kinds')}); not scored, "
+            "rerun by the same command.[/yellow]"
+        )
+    console.print(f"run folder: {summary['run_dir']}")

@@ -1,0 +1,236 @@
+"""Run a multi-agent system over a task: every (problem, sample) side by side, resumable.
+
+All samples' conversations are started at once; only the model layer's concurrency limit
+bounds them. Each finished sample is appended to the run store immediately, so a kill loses
+only samples in flight, and a rerun of the same command resumes: finished samples are kept,
+errored ones are redone, and completed calls are answered from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.console import Console
+
+from mars_eval.mas import make_system
+from mars_eval.mas.base import SampleContext, System, derive_seed
+from mars_eval.metrics import accuracy_metrics
+from mars_eval.models import make_client
+from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.report import RunProgress, print_summary_table
+from mars_eval.store import CachedClient, RunStore, slug
+from mars_eval.tasks import make_task
+from mars_eval.tasks.base import Problem, ScorerError, Task
+
+
+@dataclass
+class EvalConfig:
+    task: str
+    system: str = "single"
+    model: str | None = None
+    base_urls: list[str] = field(default_factory=list)
+    data_files: str | None = None
+    limit: int | None = None
+    samples: int = 1
+    concurrency: int | None = None
+    seed: int = 0
+    params: SamplingParams = field(default_factory=SamplingParams)
+    output: str = "results/runs"
+    fresh: bool = False
+    rounds: int | None = None
+    agents: int | None = None
+    votes: int | None = None
+    request_timeout: float | None = None
+    max_attempts: int | None = None
+    engine: str = "auto"
+
+    def identity(self, model_name: str) -> dict[str, Any]:
+        """What decides results, hence the run folder's hash. Limit and samples are left out on
+        purpose: a larger --limit or --samples later reuses the samples already finished."""
+        return {
+            "task": self.task,
+            "system": self.system,
+            "model": model_name,
+            "data_files": self.data_files,
+            "seed": self.seed,
+            "params": self.params.to_dict(),
+            "rounds": self.rounds,
+            "agents": self.agents,
+            "votes": self.votes,
+        }
+
+
+def sample_key(problem: Problem, k: int) -> str:
+    return f"{problem.id}#{k}"
+
+
+async def solve_one(
+    system: System, task: Task, problem: Problem, k: int, client: ModelClient, cfg: EvalConfig
+) -> dict[str, Any]:
+    """Run one sample; never raises for model, scorer or system failures: they become `error`."""
+    key = sample_key(problem, k)
+    ctx = SampleContext(client=client, params=cfg.params, sample_key=key, seed=cfg.seed)
+    started = time.perf_counter()
+    record: dict[str, Any] = {
+        "key": key,
+        "problem_id": problem.id,
+        "sample": k,
+        "messages": [{"role": "user", "content": problem.prompt}],
+        "gold": problem.gold,
+        "answer": None,
+        "answer_key": None,
+        "correct": None,
+        "how": None,
+        "error": None,
+    }
+    try:
+        result = await system.solve(problem, task, ctx)
+        record.update(
+            answer=result.answer, how=result.how, final_text=result.final_text, details=result.details
+        )
+        if result.answer is not None:
+            record["answer_key"] = task.canonical(result.answer)
+        record["correct"] = await asyncio.to_thread(task.score, result.answer, problem.gold)
+    except ModelAccessError as exc:
+        record["error"] = f"model access: {exc}"
+    except ScorerError as exc:
+        record["error"] = f"scorer: {exc}"
+    except Exception as exc:  # a bug in a system must not take the other samples down
+        record["error"] = f"internal: {type(exc).__name__}: {exc}"
+        record["traceback"] = traceback.format_exc(limit=8)
+    record.update(
+        transcript=ctx.transcript,
+        calls=ctx.calls,
+        prompt_tokens=ctx.prompt_tokens,
+        completion_tokens=ctx.completion_tokens,
+        latency_s=round(time.perf_counter() - started, 4),
+    )
+    return record
+
+
+async def run_eval(
+    cfg: EvalConfig,
+    *,
+    client: ModelClient | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run (or resume) an evaluation and return its summary. Raises ConfigError before any work."""
+    console = console or Console(stderr=True)
+    task = make_task(cfg.task)
+    system = make_system(cfg.system, rounds=cfg.rounds, agents=cfg.agents, votes=cfg.votes)
+    if cfg.samples < 1:
+        raise ConfigError("--samples must be at least 1")
+    problems = task.load(data_files=cfg.data_files, seed=cfg.seed)
+    if cfg.limit is not None:
+        problems = problems[: cfg.limit]
+    if not problems:
+        raise ConfigError("no problems to run (empty data or --limit 0)")
+    client = client or make_client(
+        cfg.model,
+        cfg.base_urls,
+        concurrency=cfg.concurrency,
+        timeout=cfg.request_timeout,
+        max_attempts=cfg.max_attempts,
+        engine=cfg.engine,
+    )
+    try:
+        await client.check()
+        model_name = cfg.model or client.model
+        identity = cfg.identity(model_name)
+        store = RunStore.for_run(
+            cfg.output, f"{task.name}-{system.name}-{slug(model_name)}", identity, cfg.fresh
+        )
+        try:
+            return await _run(
+                cfg, task, system, problems, CachedClient(client, store), store, console, progress
+            )
+        finally:
+            store.close()
+    finally:
+        await client.aclose()
+
+
+async def _run(
+    cfg: EvalConfig,
+    task: Task,
+    system: System,
+    problems: list[Problem],
+    client: CachedClient,
+    store: RunStore,
+    console: Console,
+    show_progress: bool,
+) -> dict[str, Any]:
+    # Sample-major order, so a capped server sees every problem early.
+    units = [(p, k) for k in range(cfg.samples) for p in problems]
+    todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
+    started = time.perf_counter()
+    with RunProgress(console, total=len(units), done=len(units) - len(todo), enabled=show_progress) as bar:
+        for rec in (store.records().get(sample_key(p, k)) for p, k in units):
+            if rec and not rec.get("error"):
+                bar.seed(rec)
+
+        async def run_unit(problem: Problem, k: int) -> None:
+            record = await solve_one(system, task, problem, k, client, cfg)
+            store.append(record)
+            bar.advance(record, sent_calls=client.sent)
+
+        await asyncio.gather(*(run_unit(p, k) for p, k in todo))
+    wall = time.perf_counter() - started
+    records = [r for r in (store.records().get(sample_key(p, k)) for p, k in units) if r is not None]
+    summary = summarize(cfg, task, system, store, records, len(problems), wall, client.sent)
+    store.write_summary(summary)
+    return summary
+
+
+def summarize(
+    cfg: EvalConfig,
+    task: Task,
+    system: System,
+    store: RunStore,
+    records: list[dict[str, Any]],
+    n_problems: int,
+    wall: float,
+    calls_sent: int,
+) -> dict[str, Any]:
+    errors = [r for r in records if r.get("error")]
+    calls = sum(r.get("calls", 0) for r in records)
+    summary: dict[str, Any] = {
+        "run_dir": str(store.dir),
+        "task": task.name,
+        "system": system.name,
+        "model": store.config["model"],
+        "n": n_problems,
+        "samples": cfg.samples,
+        **accuracy_metrics(records, cfg.samples),
+        "errors": len(errors),
+        "error_kinds": _error_kinds(errors),
+        "llm_calls": calls,
+        "llm_calls_per_sample": calls / len(records) if records else 0.0,
+        "calls_sent": calls_sent,
+        "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in records),
+        "completion_tokens": sum(r.get("completion_tokens", 0) for r in records),
+        "wall_seconds": round(wall, 3),
+        "seed": cfg.seed,
+        "sampling": asdict(cfg.params),
+    }
+    return summary
+
+
+def _error_kinds(errors: list[dict[str, Any]]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for r in errors:
+        kind = str(r["error"]).split(":", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
+
+
+def run_eval_sync(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
+    return asyncio.run(run_eval(cfg, **kwargs))
+
+
+__all__ = ["EvalConfig", "derive_seed", "print_summary_table", "run_eval", "run_eval_sync", "solve_one"]

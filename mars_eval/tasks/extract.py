@@ -1,0 +1,159 @@
+"""Finding the stated answer in a model's final text.
+
+Thinking is removed by the model layer, but every extractor here strips it again
+(`<think>...</think>` blocks, or everything before a lone `</think>`) so that a decoy answer
+inside thinking can never be picked up, whatever produced the text.
+
+Math answers (`extract_math_answer`), in this order of preference:
+  1. the content of the LAST `\\boxed{...}` or `\\fbox{...}` (balanced braces, so
+     `\\boxed{\\frac{1}{2}}` works; an empty box is skipped);
+  2. the LAST "answer is X" / "answer: X" / "final answer = X" (also `**Answer:** X`), where X
+     is the math span (`$...$`, `\\(...\\)`) or leading number after it, or the rest of the
+     line when short;
+  3. the last number on the final non-empty line.
+  Nothing found: None (the sample is scored wrong, never guessed).
+
+Multiple-choice letters (`extract_choice_letter`): the LAST stated answer among
+  `"answer": "C"` (JSON), `\\boxed{C}`, "Answer: C", "**Answer:** C", "answer is (C)",
+  "The correct answer is C)", "correct option is C"; else a final line that is only the
+  letter ("C", "(C)", "**C**", "C) option text"). A capital letter in prose ("A good
+  approach ...") is never an answer: letters count only after an answer phrase or alone on
+  the final line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mars_eval.models.base import split_thinking
+
+_BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BOX_BARE = re.compile(r"\\boxed\s+([^\s${}]+)")  # "\boxed 5" (no braces)
+_MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_ANSWER_LEAD = re.compile(
+    r"\banswer\b\s*(?:\*\*)?\s*(?:is\s*:?|:|=)\s*(?:\*\*)?\s*(?P<rest>[^\n]*)", re.IGNORECASE
+)
+_LEADING_NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?(?:/\d+)?)(?=$|[\s.,;:!)])")
+_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_MAX_PLAIN_ANSWER = 40  # a plain-text "answer is ..." longer than this is prose, not an answer
+
+
+def strip_thinking(text: str | None) -> str:
+    """The text without any thinking (see `split_thinking` for the tag rules)."""
+    return split_thinking(text)[0]
+
+
+def _balanced(text: str, open_idx: int) -> str | None:
+    """Content between the brace at `open_idx` and its matching close, or None if unbalanced.
+
+    Escaped braces (`\\{`, `\\}`) and other backslash escapes do not count.
+    """
+    depth = 0
+    i = open_idx
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_idx + 1 : i]
+        i += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last non-empty `\\boxed{...}`/`\\fbox{...}` (or `\\boxed X`), or None."""
+    spans: list[tuple[int, str]] = []
+    for m in _BOX_START.finditer(text):
+        inner = _balanced(text, m.end() - 1)
+        if inner is not None and inner.strip():
+            spans.append((m.start(), inner.strip()))
+    for m in _BOX_BARE.finditer(text):
+        spans.append((m.start(), m.group(1)))
+    if not spans:
+        return None
+    inner = max(spans)[1]
+    nested = last_boxed(inner)  # "\boxed{\boxed{5}}" -> "5"
+    if nested is not None and inner.startswith(("\\boxed", "\\fbox")):
+        return nested
+    return inner
+
+
+def _clean_stated(rest: str) -> str | None:
+    """The answer in the text that follows an "answer is" phrase (see module docstring)."""
+    rest = rest.strip().strip("*").strip()
+    boxed = last_boxed(rest)
+    if boxed is not None:
+        return boxed
+    span = _MATH_SPAN.search(rest)
+    if span is not None:
+        inner = next(g for g in span.groups() if g is not None).strip()
+        return inner or None
+    number = _LEADING_NUMBER.match(rest)
+    if number is not None:
+        return number.group(1)
+    plain = rest.rstrip(" .;").strip("*").strip()
+    if not plain or len(plain) > _MAX_PLAIN_ANSWER:
+        return None
+    return plain
+
+
+def extract_math_answer(text: str | None) -> str | None:
+    """The final math answer stated in `text`, or None (order in the module docstring)."""
+    text = strip_thinking(text)
+    if not text:
+        return None
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed
+    for m in reversed(list(_ANSWER_LEAD.finditer(text))):
+        stated = _clean_stated(m.group("rest"))
+        if stated is not None:
+            return stated
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if lines:
+        numbers = _NUMBER.findall(lines[-1])
+        if numbers:
+            return numbers[-1]
+    return None
+
+
+_LETTERS = "ABCD"
+_CHOICE_PATTERNS = (
+    re.compile(r'"answer"\s*:\s*"\s*\(?([A-D])\)?\s*"', re.IGNORECASE),  # JSON field; letter below
+    re.compile(r"\\boxed\s*\{\s*(?:\\text(?:bf)?\s*\{)?\s*\(?([A-D])\)?\s*\}"),
+    # "Answer: C", "**Answer:** C", "answer is (C)", "The correct answer is C)", "answer: **B**"
+    re.compile(
+        r"(?i:\banswer)\s*(?:\*\*)?\s*(?i:is)?\s*[:：]?\s*(?:\*\*)?\s*[\(\[]?\s*(?:\*\*)?([A-D])(?![A-Za-z0-9])"
+    ),
+    re.compile(r"(?i:\bcorrect\s+(?:option|choice)\s+is)\s*[:：]?\s*\(?([A-D])(?![A-Za-z0-9])"),
+)
+# A final line holding only the letter: "C", "(C)", "**C**", "C.", or "(C) <option text>"
+_LETTER_LINE = re.compile(r"^\W*\(?([A-D])\)?\W*$|^\W*\(([A-D])\)\s|^\**([A-D])\)\s")
+
+
+def extract_choice_letter(text: str | None, letters: str = _LETTERS) -> str | None:
+    """The last multiple-choice letter stated in `text` (one of `letters`), or None."""
+    text = strip_thinking(text)
+    if not text:
+        return None
+    found: list[tuple[int, str]] = []
+    for pattern in _CHOICE_PATTERNS:
+        for m in pattern.finditer(text):
+            letter = m.group(1).upper() if pattern is _CHOICE_PATTERNS[0] else m.group(1)
+            if letter in letters:
+                found.append((m.end(1), letter))
+    if found:
+        return max(found)[1]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if lines:
+        m = _LETTER_LINE.match(lines[-1].strip())
+        if m is not None:
+            letter = next(g for g in m.groups() if g is not None)
+            if letter in letters:
+                return letter
+    return None

@@ -1,0 +1,1 @@
+"""Test support: a scripted OpenAI-compatible server, offline data-file writers, CLI helpers."""

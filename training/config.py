@@ -1,0 +1,360 @@
+"""Training configuration: one flat dataclass, presets, file loading, key=value overrides, validation.
+
+Precedence (later wins): preset defaults < --config FILE (JSON or TOML) < key=value overrides
+< --steps. `validate()` runs before any work and raises ConfigError with one line.
+
+Batch vocabulary: a *trajectory* is one seat's side of one episode; a self-play episode of a
+two-player game gives two learner trajectories. `rollout_batch` counts trajectories (the
+reference: 384 = 3 games x 64 two-player episodes), split evenly over `games` and ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+import typing
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from mars_eval.models.base import ConfigError
+
+TINY_MODEL = "@tiny"  # built from scratch + supervised warm start (see training/tiny.py)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # --- model and engine ---
+    model: str = "Qwen/Qwen3-4B"  # HF dir or hub id; TINY_MODEL builds a small model locally
+    engine: str = "transformers"  # "transformers" (CPU/GPU) or "vllm" (GPU, colocated)
+    dtype: str = "float32"  # "float32" | "bfloat16"
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+    gradient_checkpointing: bool = False
+    vllm_gpu_memory_utilization: float = 0.35
+    # --- games and rollouts ---
+    games: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
+    prompt_style: str = "full"  # "full" (multi-turn chat) | "compact" (one short user message per turn)
+    rollout_batch: int = 384  # learner trajectories per step (all games, all ranks)
+    opponent: str = "self"  # "self": the learner plays every seat; else a fixed-opponent spec for all
+    mix_opponent: str = "random"  # with opponent="self": fixed opponent for a share of episodes
+    mix_fraction: float = 0.0  # share of (competitive) episodes where one seat is `mix_opponent`
+    max_turns: int = 200  # safety cap on moves per episode
+    # --- reward shaping (reference values) ---
+    valid_bonus: float = 0.05
+    invalid_penalty: float = -10.0
+    draw_value: float = 0.1  # replaces a draw's 0 in competitive games
+    length_penalty_start: int = 2048  # penalty 0 at this many response tokens ...
+    length_penalty_end: int = 4096  # ... reaching -length_penalty_max here (linear, capped)
+    length_penalty_max: float = 0.5
+    # --- advantage ---
+    advantage: str = "turn"  # "turn" (MARS) | "trajectory" (GRPO-style ablation)
+    normalization: str = "agent"  # "agent" (per (game, seat) mean, then whitening) | "global"
+    gamma: float = 1.0
+    # --- optimisation ---
+    steps: int = 200
+    lr: float = 1e-6
+    lr_schedule: str = "cosine"  # "cosine" | "constant"
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 10
+    weight_decay: float = 0.05
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    clip_eps: float = 0.2
+    dual_clip: float = 3.0  # c in the dual clip; <= 1 disables it
+    ppo_epochs: int = 1
+    minibatches: int = 1  # optimizer steps per PPO epoch
+    micro_batch_size: int = 8  # sequences per forward/backward
+    kl_coef: float = 0.2  # k3 KL to the frozen reference; 0 disables (and skips the reference)
+    recompute_logprobs: bool = False  # recompute behaviour log-probs with the trainer (vLLM mismatch)
+    # --- sampling ---
+    temperature: float = 0.6
+    top_p: float = 0.99
+    top_k: int = 100
+    max_new_tokens: int = 4096
+    gen_batch_size: int = 64  # prompts per generate() call (transformers engine)
+    # --- schedule, eval, output ---
+    save_every: int = 20
+    eval_every: int = 5
+    eval_episodes: int = 20  # per (game, opponent, seat)
+    eval_opponents: tuple[str, ...] = ("standard",)  # "standard" = the paper's per-game opponents
+    seed: int = 0
+    live: bool = True  # rich live view on a terminal
+    # written into each checkpoint's mars_eval.json (how `mars-eval games --model DIR` samples)
+    eval_temperature: float = 0.6
+    eval_max_tokens: int = 4096
+    # --- tiny model built from scratch (model == TINY_MODEL) ---
+    tiny_hidden_size: int = 64
+    tiny_layers: int = 2
+    tiny_heads: int = 4
+    tiny_vocab_size: int = 512
+    tiny_max_position: int = 256
+    warmstart_examples: int = 4000
+    warmstart_epochs: int = 2
+    warmstart_lr: float = 3e-3
+    warmstart_batch_size: int = 32
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes carried into metrics
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def world_trajectories_per_game(self) -> int:
+        return self.rollout_batch // max(1, len(self.games))
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The reference configuration (mars-reference.md), 8 GPUs with vLLM.
+    "qwen3-4b": dict(
+        model="Qwen/Qwen3-4B",
+        engine="vllm",
+        dtype="bfloat16",
+        device="cuda",
+        gradient_checkpointing=True,
+        games=("tic_tac_toe", "kuhn_poker", "mini_hanabi"),
+        prompt_style="full",
+        rollout_batch=384,
+        steps=200,
+        lr=1e-6,
+        lr_schedule="cosine",
+        warmup_steps=10,
+        weight_decay=0.05,
+        beta1=0.9,
+        beta2=0.95,
+        grad_clip=1.0,
+        clip_eps=0.2,
+        dual_clip=3.0,
+        ppo_epochs=1,
+        minibatches=1,
+        micro_batch_size=4,
+        kl_coef=0.2,
+        gamma=1.0,
+        temperature=0.6,
+        top_p=0.99,
+        top_k=100,
+        max_new_tokens=4096,
+        save_every=20,
+        eval_every=5,
+        eval_episodes=20,
+        eval_temperature=0.6,
+        eval_max_tokens=4096,
+        recompute_logprobs=True,
+    ),
+    # 2 CPU cores, a few minutes: a small model from scratch that learns tic-tac-toe.
+    # Self-play on tic-tac-toe with a share of episodes against a random opponent (documented
+    # in training/README.md). Sampling at temperature 1 during training keeps exploration up.
+    "tiny": dict(
+        model=TINY_MODEL,
+        engine="transformers",
+        dtype="float32",
+        device="cpu",
+        games=("tic_tac_toe",),
+        prompt_style="compact",
+        rollout_batch=128,
+        mix_opponent="random",
+        mix_fraction=0.5,
+        steps=60,
+        lr=1e-3,
+        lr_schedule="cosine",
+        warmup_steps=3,
+        weight_decay=0.0,
+        beta1=0.9,
+        beta2=0.99,
+        grad_clip=1.0,
+        clip_eps=0.2,
+        dual_clip=3.0,
+        ppo_epochs=2,
+        minibatches=2,
+        micro_batch_size=128,
+        kl_coef=0.0,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        max_new_tokens=8,
+        gen_batch_size=128,
+        length_penalty_start=6,
+        length_penalty_end=8,
+        save_every=20,
+        eval_every=10,
+        eval_episodes=20,
+        eval_opponents=("random",),
+        eval_temperature=0.7,
+        eval_max_tokens=8,
+        live=True,
+    ),
+    # Seconds, for tests: a couple of steps of everything.
+    "micro": dict(
+        model=TINY_MODEL,
+        engine="transformers",
+        dtype="float32",
+        device="cpu",
+        games=("tic_tac_toe",),
+        prompt_style="compact",
+        rollout_batch=8,
+        steps=2,
+        lr=1e-3,
+        warmup_steps=0,
+        weight_decay=0.0,
+        ppo_epochs=1,
+        micro_batch_size=16,
+        kl_coef=0.1,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        max_new_tokens=8,
+        gen_batch_size=32,
+        length_penalty_start=6,
+        length_penalty_end=8,
+        save_every=1,
+        eval_every=0,
+        eval_opponents=("random",),
+        eval_temperature=1.0,
+        eval_max_tokens=8,
+        tiny_hidden_size=32,
+        tiny_layers=1,
+        tiny_heads=2,
+        tiny_vocab_size=384,
+        warmstart_examples=200,
+        warmstart_epochs=1,
+        live=False,
+    ),
+}
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    """Convert a value from a file or the command line to the field's type (one-line errors)."""
+    origin = typing.get_origin(hint)
+    try:
+        if hint is bool:
+            if isinstance(value, str):
+                if value.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if value.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if hint is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        if hint is float:
+            return float(value)
+        if hint is str:
+            return str(value)
+        if origin is tuple:
+            if isinstance(value, str):
+                value = [v for v in value.split(",") if v]
+            return tuple(str(v) for v in value)
+        if origin is dict:
+            if isinstance(value, str):
+                value = json.loads(value)
+            return dict(value)
+    except (ValueError, TypeError, json.JSONDecodeError):
+        raise ConfigError(f"config: bad value for {name}: {value!r}") from None
+    return value
+
+
+def _apply(cfg: TrainConfig, values: dict[str, Any], source: str) -> TrainConfig:
+    hints = typing.get_type_hints(TrainConfig)
+    known = {f.name for f in fields(TrainConfig)}
+    changes = {}
+    for key, value in values.items():
+        if key not in known:
+            raise ConfigError(f"{source}: unknown setting {key!r}")
+        changes[key] = _coerce(key, hints[key], value)
+    return replace(cfg, **changes)
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """`key=value` strings into a dict (values are coerced to field types later)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        if p.suffix == ".toml":
+            return tomllib.loads(p.read_text())
+        return json.loads(p.read_text())
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"config file {p} does not parse: {e}") from None
+
+
+def build_config(
+    preset: str | None,
+    config_file: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    steps: int | None = None,
+) -> TrainConfig:
+    cfg = TrainConfig()
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+        cfg = _apply(cfg, PRESETS[preset], f"preset {preset}")
+    if config_file is not None:
+        cfg = _apply(cfg, load_config_file(config_file), str(config_file))
+    if overrides:
+        cfg = _apply(cfg, overrides, "override")
+    if steps is not None:
+        cfg = replace(cfg, steps=steps)
+    return cfg
+
+
+def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...] | None = None) -> None:
+    """Every check that can fail before work starts. Raises ConfigError (one line)."""
+    choices = {
+        "engine": ("transformers", "vllm"),
+        "dtype": ("float32", "bfloat16"),
+        "device": ("auto", "cpu", "cuda"),
+        "prompt_style": ("full", "compact"),
+        "advantage": ("turn", "trajectory"),
+        "normalization": ("agent", "global"),
+        "lr_schedule": ("cosine", "constant"),
+    }
+    for name, allowed in choices.items():
+        if getattr(cfg, name) not in allowed:
+            raise ConfigError(f"{name}={getattr(cfg, name)!r} is not one of {', '.join(allowed)}")
+    if not cfg.games:
+        raise ConfigError("games is empty")
+    if known_games is not None:
+        for g in cfg.games:
+            if g not in known_games:
+                raise ConfigError(f"unknown game {g!r} (known: {', '.join(known_games)})")
+    if len(set(cfg.games)) != len(cfg.games):
+        raise ConfigError("games lists a game twice")
+    positive = ("rollout_batch", "steps", "ppo_epochs", "minibatches", "micro_batch_size", "max_new_tokens")
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"{name} must be >= 1 (got {getattr(cfg, name)})")
+    if cfg.gen_batch_size < 1:
+        raise ConfigError(f"gen_batch_size must be >= 1 (got {cfg.gen_batch_size})")
+    per_unit = len(cfg.games) * world_size
+    if cfg.rollout_batch % per_unit:
+        raise ConfigError(
+            f"rollout_batch={cfg.rollout_batch} does not split evenly over {len(cfg.games)} game(s) "
+            f"x {world_size} rank(s)"
+        )
+    if cfg.rollout_batch // per_unit < 2:
+        raise ConfigError(f"rollout_batch={cfg.rollout_batch} gives under 2 trajectories per game and rank")
+    if cfg.rollout_batch // world_size < cfg.minibatches:
+        raise ConfigError(f"minibatches={cfg.minibatches} exceeds the trajectories per rank")
+    if not 0.0 <= cfg.mix_fraction <= 1.0:
+        raise ConfigError(f"mix_fraction must be in [0, 1] (got {cfg.mix_fraction})")
+    if not 0.0 < cfg.gamma <= 1.0:
+        raise ConfigError(f"gamma must be in (0, 1] (got {cfg.gamma})")
+    if cfg.clip_eps <= 0 or cfg.kl_coef < 0 or cfg.lr <= 0 or cfg.temperature <= 0:
+        raise ConfigError("clip_eps, lr and temperature must be > 0 and kl_coef >= 0")
+    if cfg.length_penalty_end <= cfg.length_penalty_start:
+        raise ConfigError("length_penalty_end must be above length_penalty_start")
+    if cfg.engine == "vllm" and cfg.device == "cpu":
+        raise ConfigError("engine=vllm needs a GPU (device=cuda)")
+    if cfg.tiny_hidden_size % cfg.tiny_heads:
+        raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
