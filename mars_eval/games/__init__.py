@@ -1,0 +1,76 @@
+"""Strategic text games on OpenSpiel: the six MARS games, opponents and the evaluation runner.
+
+Core episode API (stable; the trainer's self-play rollouts build on it):
+
+    game = make_game("kuhn_poker")         # Game: .name .num_players .cooperative .normalize()
+    ep = game.new_episode(seed=7)          # chance (deals) resolved inside, seeded: same seed, same deals
+    while not ep.is_terminal:
+        p = ep.current_player
+        msgs = ep.messages(p, "full")      # [system, user]; "compact": one short user message
+        action = ep.parse(reply_text)      # legal name from the last <answer>..</answer>, or None
+        if action is None:
+            ep.forfeit(p)                  # invalid answer loses (see core.py for the payoff rule)
+        else:
+            ep.apply(action)               # names: ep.legal_actions(), e.g. "x(1,2)", "Bet", "Play card 1"
+    ep.returns()                           # per-player payoffs; ep.history: [(player, action name)]
+
+Opponents: `make_opponent(spec, game, seed)` -> `.name`, `.act(episode) -> str` (synchronous;
+run it with asyncio.to_thread). Specs: "mcts<N>" (board games), "cfr" (Kuhn), "equilibrium"
+(Leduc), "random", "self" (Hanabi: the evaluated agent plays both seats).
+"""
+
+from __future__ import annotations
+
+from mars_eval.games.board import ConnectFourEpisode, TicTacToeEpisode
+from mars_eval.games.core import PROMPT_STYLES, Episode, Game
+from mars_eval.games.hanabi import HanabiEpisode
+from mars_eval.games.poker import KuhnEpisode, LeducEpisode
+from mars_eval.models.base import ConfigError
+
+GAMES_TRAIN = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
+GAMES_HELD_OUT = ("connect_four", "leduc_poker", "simple_hanabi")
+ALL_GAMES = GAMES_TRAIN + GAMES_HELD_OUT
+
+_HANABI_MINI = dict(players=2, colors=2, ranks=2, hand_size=3, max_information_tokens=3, max_life_tokens=3)
+_HANABI_SIMPLE = dict(players=2, colors=3, ranks=2, hand_size=5, max_information_tokens=8, max_life_tokens=3)
+
+# name -> (pyspiel game, parameters, episode class, cooperative)
+_SPECS: dict[str, tuple[str, dict, type[Episode], bool]] = {
+    "tic_tac_toe": ("tic_tac_toe", {}, TicTacToeEpisode, False),
+    "kuhn_poker": ("kuhn_poker", {}, KuhnEpisode, False),
+    "mini_hanabi": ("hanabi", _HANABI_MINI, HanabiEpisode, True),
+    "connect_four": ("connect_four", {}, ConnectFourEpisode, False),
+    "leduc_poker": ("leduc_poker", {}, LeducEpisode, False),
+    "simple_hanabi": ("hanabi", _HANABI_SIMPLE, HanabiEpisode, True),
+}
+
+_CACHE: dict[str, Game] = {}
+
+
+def make_game(name: str) -> Game:
+    """The configured game by its MARS name (loaded once per process)."""
+    if name not in _SPECS:
+        raise ConfigError(f"unknown game {name!r}; choose from: {', '.join(ALL_GAMES)}")
+    if name not in _CACHE:
+        pyspiel_name, params, episode_cls, cooperative = _SPECS[name]
+        _CACHE[name] = Game(name, pyspiel_name, dict(params), episode_cls, cooperative)
+    return _CACHE[name]
+
+
+def make_opponent(spec: str, game: Game, seed: int):  # noqa: ANN201 (Opponent; lazy import)
+    """Build an opponent by spec for a game; see mars_eval.games.opponents."""
+    from mars_eval.games.opponents import make_opponent as _make
+
+    return _make(spec, game, seed)
+
+
+__all__ = [
+    "ALL_GAMES",
+    "GAMES_HELD_OUT",
+    "GAMES_TRAIN",
+    "PROMPT_STYLES",
+    "Episode",
+    "Game",
+    "make_game",
+    "make_opponent",
+]

@@ -239,16 +239,18 @@ class Episode:
 
     def last_move_text(self, player: int) -> str:
         """The other player's most recent action (never private information)."""
-        for who, name in reversed(self.history):
+        for i in range(len(self.history) - 1, -1, -1):
+            who = self.history[i][0]
             if who != player:
-                return f"{self.seat_name(who)}'s last move: {self.describe_move(who, name, player)}"
+                return f"{self.seat_name(who)}'s last move: {self.describe_move(i, player)}"
         return ""
 
     def seat_name(self, player: int) -> str:
         return "Opponent" if not self.game.cooperative else "Partner"
 
-    def describe_move(self, who: int, name: str, viewer: int) -> str:
-        return name
+    def describe_move(self, index: int, viewer: int) -> str:
+        """History entry `index` as text for `viewer` (public information only)."""
+        return self.history[index][1]
 
     # --- per-game hooks ------------------------------------------------------------------
     def action_name(self, player: int, action: int) -> str:

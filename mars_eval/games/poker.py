@@ -15,7 +15,7 @@ from mars_eval.games.core import Episode
 KUHN_CARDS = ("J", "Q", "K")
 LEDUC_RANKS = ("J", "Q", "K")  # pyspiel Leduc card c has rank c // 2 (two suits per rank)
 _PAST = {"Check": "checked", "Bet": "bet", "Call": "called", "Fold": "folded", "Raise": "raised"}
-_FIELD = re.compile(r"\[(\w+): ([^\]]*)\]")
+_FIELD = re.compile(r"\[(\w+):? ?([^\]]*)\]")
 
 
 def _chips(n: int) -> str:
@@ -29,9 +29,6 @@ class _PokerEpisode(Episode):
     def role(self, player: int) -> str:
         order = "first" if player == 0 else "second"
         return f"You are player {player + 1} (you act {order} in each betting round)."
-
-    def describe_move(self, who: int, name: str, viewer: int) -> str:
-        return name
 
 
 class KuhnEpisode(_PokerEpisode):

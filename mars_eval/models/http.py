@@ -65,6 +65,7 @@ class EndpointPool(httpx.AsyncBaseTransport):
         max_attempts: int = 6,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ):
         if not base_urls:
             raise ConfigError("no --base-url given")
@@ -74,7 +75,7 @@ class EndpointPool(httpx.AsyncBaseTransport):
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        self._transport = httpx.AsyncHTTPTransport(limits=limits)
+        self._transport = transport or httpx.AsyncHTTPTransport(limits=limits)
         self._semaphore: asyncio.Semaphore | None = None
         self._next = 0
         self.retries = 0
@@ -122,7 +123,8 @@ class EndpointPool(httpx.AsyncBaseTransport):
                 endpoint.sent += 1
                 try:
                     response = await self._transport.handle_async_request(self._rewrite(request, endpoint))
-                    raw = b"".join([chunk async for chunk in response.aiter_raw()])
+                    # The raw (still encoded) body: the client decodes it once, as usual.
+                    raw = b"".join([chunk async for chunk in response.stream])
                     await response.aclose()
                 except (httpx.TimeoutException, httpx.TransportError) as exc:
                     last_error = exc

@@ -99,7 +99,7 @@ def build_tiny_model(
         num_key_value_heads=num_kv_heads,
         head_dim=hidden_size // num_heads,
         max_position_embeddings=max_position,
-        tie_word_embeddings=True,
+        tie_word_embeddings=False,  # transformers 5 reloads a tied lm_head as "missing"
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

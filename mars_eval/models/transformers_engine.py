@@ -15,6 +15,7 @@ requests shared its batch.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class TransformersEngine:
         self._dtype = dtype
         self._tok = None
         self._lm = None
+        self._load_lock = threading.Lock()  # concurrent first calls must load the model once
         self._queue: list[_Pending] = []
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
@@ -66,8 +68,11 @@ class TransformersEngine:
 
     # --- loading -------------------------------------------------------------------------
     def _load(self) -> None:
-        if self._lm is not None:
-            return
+        with self._load_lock:
+            if self._lm is None:
+                self._load_locked()
+
+    def _load_locked(self) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

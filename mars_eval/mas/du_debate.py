@@ -1,0 +1,87 @@
+"""`debate`: multi-agent debate after Du et al. (2023), "Improving Factuality and Reasoning...".
+
+`agents` agents (default 3) first answer the problem independently (the task's single-agent
+prompt). Then for `rounds` rounds (default 2) every agent is shown the other agents' latest
+answers (final text only, never thinking) and revises its own; an agent keeps its own earlier
+turns in its conversation. Agents of one round run concurrently. Calls: agents x (rounds + 1).
+
+The final answer is the majority, by the task's canonical key, of the agents' last answers.
+Ties go to the tied answer given by the lowest-numbered agent (`majority` keeps the first seen,
+and agents are counted in order). Agents without an extractable answer do not vote; when none
+has one the answer is None.
+"""
+
+from __future__ import annotations
+
+from mars_eval.mas.base import SampleContext, SystemResult, majority
+from mars_eval.mas.util import gather_or_cancel
+from mars_eval.models.base import ConfigError, Message
+from mars_eval.tasks.base import Problem, Task
+
+REVISE = (
+    "Here are the latest solutions from the other agents:\n\n{others}\n\n"
+    "Use their reasoning as extra evidence: check your own solution and theirs step by step, "
+    "then give your updated answer to the problem. {answer_format}"
+)
+
+
+class DuDebate:
+    name = "debate"
+
+    def __init__(self, agents: int = 3, rounds: int = 2):
+        if int(agents) < 1:
+            raise ConfigError(f"debate needs --agents >= 1, got {agents}")
+        if int(rounds) < 0:
+            raise ConfigError(f"debate needs --rounds >= 0, got {rounds}")
+        self.agents = int(agents)
+        self.rounds = int(rounds)
+
+    async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
+        names = [f"agent{i}" for i in range(self.agents)]
+        histories: list[list[Message]] = [[{"role": "user", "content": problem.prompt}] for _ in names]
+        latest = await _round(ctx, names, histories)
+        rounds_answers = [[task.extract(t) for t in latest]]
+        ctx.note("debate_round", round=0, answers=rounds_answers[-1])
+
+        for rnd in range(1, self.rounds + 1):
+            for i, hist in enumerate(histories):
+                others = (
+                    "\n\n".join(f"Agent {j + 1}:\n{text}" for j, text in enumerate(latest) if j != i)
+                    or "(no other agents)"
+                )
+                hist.append(
+                    {
+                        "role": "user",
+                        "content": REVISE.format(others=others, answer_format=task.answer_format),
+                    }
+                )
+            latest = await _round(ctx, names, histories)
+            rounds_answers.append([task.extract(t) for t in latest])
+            ctx.note("debate_round", round=rnd, answers=rounds_answers[-1])
+
+        final = rounds_answers[-1]
+        answer, count = majority(task, final)
+        ctx.note("vote", answers=final, winner=answer, count=count)
+        winner_text = (
+            next((t for t, a in zip(latest, final, strict=True) if a == answer), "")
+            if answer is not None
+            else ""
+        )
+        how = f"majority of {self.agents} agents after {self.rounds} rounds ({count}/{self.agents})"
+        return SystemResult(
+            answer=answer,
+            final_text=winner_text,
+            how=how if answer is not None else "no agent gave an answer",
+            details={"answers_by_round": rounds_answers, "votes": count, "agents": self.agents},
+        )
+
+
+async def _round(ctx: SampleContext, names: list[str], histories: list[list[Message]]) -> list[str]:
+    """All agents answer concurrently; each reply's content (not thinking) joins its own history."""
+    replies = await gather_or_cancel(
+        ctx.ask(n, list(h), role="debater") for n, h in zip(names, histories, strict=True)
+    )
+    texts = [r.content for r in replies]
+    for hist, text in zip(histories, texts, strict=True):
+        hist.append({"role": "assistant", "content": text})
+    return texts

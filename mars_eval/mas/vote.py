@@ -1,0 +1,61 @@
+"""`vote`: self-consistency; `votes` independent answers to the single-agent prompt, majority wins.
+
+This is the compute-matched baseline for the debate systems (much of a debate's gain can come
+from voting alone). When `votes` is not given it defaults to `DEFAULT_VOTES` = 5, our estimate
+of the mean number of calls one `mad` debate spends:
+
+    calls(mad) = 3 r          if the moderator gives an answer after round r (r = 1..3)
+               = 3 * 3 + 2    = 11 if no round does and the judge decides.
+
+With the debate usually settled by the moderator early, we take P(round 1) ~ 0.6,
+P(round 2) ~ 0.2, P(round 3) ~ 0.1, P(judge) ~ 0.1, giving
+0.6*3 + 0.2*6 + 0.1*9 + 0.1*11 = 5.0 calls. A `mad` run records its real calls per sample, so
+a user can match it exactly with `--votes N`.
+
+Voters run concurrently, each as its own agent ("voter0", "voter1", ...) so each has its own
+derived seed. Ties go to the tied answer seen first in voter order (`majority`); voters without
+an extractable answer do not vote.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from mars_eval.mas.base import SampleContext, SystemResult, majority
+from mars_eval.mas.util import gather_or_cancel
+from mars_eval.models.base import ConfigError
+from mars_eval.tasks.base import Problem, Task
+
+DEFAULT_VOTES = 5
+
+
+class MajorityVote:
+    name = "vote"
+
+    def __init__(self, votes: int | None = None):
+        votes = DEFAULT_VOTES if votes is None else int(votes)
+        if votes < 1:
+            raise ConfigError(f"vote needs --votes >= 1, got {votes}")
+        self.votes = votes
+
+    async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
+        messages = [{"role": "user", "content": problem.prompt}]
+        replies = await gather_or_cancel(
+            ctx.ask(f"voter{i}", list(messages), role="voter") for i in range(self.votes)
+        )
+        texts = [r.content for r in replies]
+        answers = [task.extract(t) for t in texts]
+        answer, count = majority(task, answers)
+        tally = Counter(task.canonical(a) for a in answers if a is not None)
+        ctx.note("vote", answers=answers, tally=dict(tally), winner=answer, count=count)
+        if answer is None:
+            return SystemResult(
+                None, "", "no voter gave an answer", {"answers": answers, "votes": self.votes}
+            )
+        winner_text = next(t for t, a in zip(texts, answers, strict=True) if a == answer)
+        return SystemResult(
+            answer=answer,
+            final_text=winner_text,
+            how=f"majority of {self.votes} votes ({count}/{self.votes})",
+            details={"answers": answers, "tally": dict(tally), "votes": self.votes},
+        )

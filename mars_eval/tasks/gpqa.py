@@ -1,0 +1,115 @@
+"""GPQA-Diamond: 198 graduate-level four-option science questions.
+
+Source: `Idavidrein/gpqa`, config `gpqa_diamond`, split train (gated: accept the terms on
+the dataset page, then `huggingface-cli login` or set HF_TOKEN). Revision not pinned (no
+network here to look up a commit hash). Columns used: "Question", "Correct Answer",
+"Incorrect Answer 1..3", and "Record ID" for the problem id when present.
+
+Options are shuffled per question with `random.Random(f"{seed}:{question_id}")`: the same
+seed always gives the same order, the correct letter is spread evenly over A-D across
+questions, and different seeds give different orders. (A fixed order puts the answer always
+at A; one re-seeded shuffle moves it always to the same letter.) The gold is the letter.
+
+Prompt (`Problem.prompt`):
+
+    {question}
+
+    A) {option}
+    B) {option}
+    C) {option}
+    D) {option}
+
+    Think step by step, then end your response with a final line of the form "Answer: X",
+    where X is one of A, B, C or D.
+
+`Problem.question` is the question with its options, without the last instruction.
+Extraction: `extract.extract_choice_letter` (last stated answer wins). Scoring: letter match.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from mars_eval.tasks.base import Problem
+from mars_eval.tasks.extract import extract_choice_letter
+from mars_eval.tasks.loading import HubDataset, load_rows
+from mars_eval.tasks.math_tasks import text_id
+
+LETTERS = "ABCD"
+GPQA_ANSWER_FORMAT = (
+    'Think step by step, then end your response with a final line of the form "Answer: X", '
+    "where X is one of A, B, C or D."
+)
+INCORRECT_COLUMNS = ("Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+GPQA_DIAMOND = HubDataset(
+    repo="Idavidrein/gpqa",
+    config="gpqa_diamond",
+    split="train",
+    columns=("Question", "Correct Answer", *INCORRECT_COLUMNS),
+    gated=True,
+)
+
+
+def shuffled_options(correct: str, incorrect: list[str], seed: int, question_id: str) -> tuple[list[str], str]:
+    """(options in display order, the correct letter) for one question under one seed."""
+    options = [correct, *incorrect]
+    order = list(range(len(options)))
+    random.Random(f"{seed}:{question_id}").shuffle(order)
+    shown = [options[i] for i in order]
+    return shown, LETTERS[order.index(0)]
+
+
+def choice_block(question: str, options: list[str]) -> str:
+    lines = "\n".join(f"{LETTERS[i]}) {opt}" for i, opt in enumerate(options))
+    return f"{question.strip()}\n\n{lines}"
+
+
+class GPQATask:
+    """Four-option multiple choice scored by letter."""
+
+    answer_format = GPQA_ANSWER_FORMAT
+
+    def __init__(self, name: str = "gpqa-diamond", source: HubDataset = GPQA_DIAMOND) -> None:
+        self.name = name
+        self.source = source
+
+    def load(self, data_files: str | None = None, seed: int = 0) -> list[Problem]:
+        """Problems with options shuffled by (seed, question id); gold is the correct letter."""
+        rows = load_rows(self.source, self.name, data_files)
+        return [self._problem(row, seed) for row in rows]
+
+    def _problem(self, row: dict[str, Any], seed: int) -> Problem:
+        question = str(row["Question"]).strip()
+        record_id = row.get("Record ID")
+        pid = str(record_id).strip() if record_id is not None and str(record_id).strip() else ""
+        pid = pid or text_id("gpqa", question)
+        correct = str(row["Correct Answer"]).strip()
+        incorrect = [str(row[c]).strip() for c in INCORRECT_COLUMNS]
+        options, gold = shuffled_options(correct, incorrect, seed, pid)
+        body = choice_block(question, options)
+        return Problem(
+            id=pid,
+            prompt=f"{body}\n\n{GPQA_ANSWER_FORMAT}",
+            gold=gold,
+            question=body,
+            meta={"options": options, "seed": seed},
+        )
+
+    def extract(self, text: str) -> str | None:
+        return extract_choice_letter(text)
+
+    def canonical(self, answer: str) -> str:
+        """The letter: "(c)", "C)", "Answer: C" all give "C"."""
+        s = answer.strip().strip("*").strip()
+        if len(s) <= 3:
+            core = s.strip("().[] ").upper()
+            if len(core) == 1 and core in LETTERS:
+                return core
+        letter = extract_choice_letter(s)
+        return letter if letter is not None else s.upper()
+
+    def score(self, answer: str | None, gold: str) -> bool:
+        if answer is None or not answer.strip():
+            return False
+        return self.canonical(answer) == gold.strip().upper()

@@ -1,0 +1,174 @@
+"""Loading benchmark rows from the Hugging Face hub or a local file, failing in one clear line.
+
+Local copies (`--data-files PATH`): `.json`/`.jsonl` (JSON lines or a JSON list), `.csv`,
+`.parquet`, read with `datasets.load_dataset("json"|"csv"|"parquet", data_files=PATH)`; the
+file must have the hub dataset's columns.
+
+Hub: `datasets.load_dataset(repo, config, split=..., revision=...)`. Without a network,
+`datasets` retries for about 25 s before giving up, so a quick reachability probe runs first;
+when the hub cannot be reached the load runs in offline mode (cache only) and fails at once
+if nothing is cached. Every failure is a `ConfigError` naming `--data-files` (and, for gated
+sets, how to authenticate).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from mars_eval.models.base import ConfigError
+
+_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+_PROBE_TIMEOUT_S = 3.0
+_TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    """Where a benchmark lives on the hub and which columns its rows must have."""
+
+    repo: str
+    split: str
+    columns: tuple[str, ...]
+    config: str | None = None
+    revision: str | None = None
+    gated: bool = False
+
+    @property
+    def page(self) -> str:
+        return f"https://huggingface.co/datasets/{self.repo}"
+
+
+def load_rows(source: HubDataset, task: str, data_files: str | None = None) -> list[dict[str, Any]]:
+    """Rows of the benchmark as dicts, from `data_files` when given, else from the hub."""
+    if data_files is not None:
+        rows = _load_local(Path(data_files).expanduser(), task)
+        where = f"--data-files {data_files}"
+    else:
+        rows = _load_hub(source, task)
+        where = source.repo
+    _check_columns(rows, source.columns, task, where)
+    return rows
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
+
+
+def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise ConfigError(f"--data-files {path}: no such file (task {task})")
+    builder = _BUILDERS.get(path.suffix.lower())
+    if builder is None:
+        raise ConfigError(
+            f"--data-files {path}: unsupported file type {path.suffix!r}; use .json, .jsonl, .csv or .parquet"
+        )
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(builder, data_files=str(path), split="train")
+    except Exception as e:
+        raise ConfigError(f"--data-files {path}: cannot read it as {builder}: {_one_line(e)}") from e
+    return [dict(row) for row in ds]
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def _hub_reachable(timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
+    """Can we open a TCP connection to the hub endpoint? Bounded even when DNS hangs."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    url = urlparse(endpoint)
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
+    thread.start()
+    thread.join(timeout_s + 0.5)
+    return bool(result and result[0])
+
+
+_offline_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _offline_mode() -> Iterator[None]:
+    """Run `datasets` cache-only for one call (it reads these flags at call time)."""
+    import datasets.config
+    import huggingface_hub.constants as hub_constants
+
+    with _offline_lock:
+        saved = (datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE)
+        datasets.config.HF_HUB_OFFLINE = True
+        hub_constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+
+
+def _auth_hint(source: HubDataset) -> str:
+    return (
+        f"{source.repo} is gated: accept its terms at {source.page}, then run `huggingface-cli login` "
+        "or set HF_TOKEN"
+    )
+
+
+def _hub_error(source: HubDataset, task: str, reason: str) -> ConfigError:
+    fix = f"pass --data-files PATH (a local JSON/JSONL/CSV/Parquet copy with the hub columns)"
+    auth = _auth_hint(source) if source.gated else "set HF_TOKEN if the hub needs authentication"
+    return ConfigError(f"cannot load task {task} from the hub ({source.repo}: {reason}); {fix}, or {auth}")
+
+
+def _is_auth_error(e: BaseException) -> bool:
+    text = f"{type(e).__name__} {e}".lower()
+    return any(k in text for k in ("gated", "401", "403", "unauthorized", "authenticat", "forbidden"))
+
+
+def _load_hub(source: HubDataset, task: str) -> list[dict[str, Any]]:
+    import datasets
+
+    offline = _env_true("HF_HUB_OFFLINE") or _env_true("HF_DATASETS_OFFLINE")
+    if not offline and not _hub_reachable():
+        offline = True
+    context = _offline_mode() if offline else contextlib.nullcontext()
+    try:
+        with context:
+            ds = datasets.load_dataset(
+                source.repo, source.config, split=source.split, revision=source.revision
+            )
+    except Exception as e:
+        if _is_auth_error(e):
+            raise ConfigError(f"cannot load task {task}: {_auth_hint(source)}; or pass --data-files PATH") from e
+        reason = "hub unreachable and no cached copy" if offline else _one_line(e)
+        raise _hub_error(source, task, reason) from e
+    return [dict(row) for row in ds]
+
+
+def _check_columns(rows: list[dict[str, Any]], expected: tuple[str, ...], task: str, where: str) -> None:
+    if not rows:
+        raise ConfigError(f"{where}: no rows found for task {task}")
+    found = list(rows[0].keys())
+    missing = [c for c in expected if c not in found]
+    if missing:
+        raise ConfigError(
+            f"{where}: task {task} needs columns {', '.join(expected)}; missing {', '.join(missing)}; "
+            f"found {', '.join(found) or 'none'}"
+        )

@@ -1,0 +1,146 @@
+"""Model layer: thinking split, sampling defaults, the endpoint pool's retries and balancing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from mars_eval.models.base import SamplingParams, split_thinking
+from mars_eval.models.http import EndpointPool, HTTPClient, normalize_base_url
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "content", "thinking"),
+    [
+        ("The answer is 5.", None, "The answer is 5.", ""),
+        ("<think>maybe 7</think>\nThe answer is 5.", None, "The answer is 5.", "maybe 7"),
+        ("maybe 7\n</think>\n\nThe answer is 5.", None, "The answer is 5.", "maybe 7"),
+        ("The answer is 5.", "maybe 7", "The answer is 5.", "maybe 7"),
+        ("<think>still thinking about 7", None, "", "still thinking about 7"),
+        ("", "only thoughts", "", "only thoughts"),
+        (None, None, "", ""),
+    ],
+)
+def test_split_thinking(text, reasoning, content, thinking):
+    assert split_thinking(text, reasoning) == (content, thinking)
+
+
+def test_sampling_defaults_follow_qwen3_modes():
+    think = SamplingParams.for_mode(True)
+    assert (think.temperature, think.top_p, think.top_k, think.min_p) == (0.6, 0.95, 20, 0.0)
+    plain = SamplingParams.for_mode(False, max_tokens=100)
+    assert (plain.temperature, plain.top_p, plain.thinking, plain.max_tokens) == (0.7, 0.8, False, 100)
+
+
+def test_request_kwargs_pass_thinking_switch_and_extras():
+    kw = HTTPClient.request_kwargs(SamplingParams(thinking=False, seed=3))
+    assert kw["extra_body"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert kw["extra_body"]["top_k"] == 20 and kw["seed"] == 3
+
+
+def test_normalize_base_url():
+    assert normalize_base_url("localhost:8000") == "http://localhost:8000/v1"
+    assert normalize_base_url("http://h:1/v1/") == "http://h:1/v1"
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def test_pool_retries_5xx_and_429_then_succeeds():
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(str(request.url))
+        if len(calls) == 1:
+            return httpx.Response(503)
+        if len(calls) == 2:
+            return httpx.Response(429, headers={"Retry-After": "0"})
+        return httpx.Response(200, json={"ok": True})
+
+    pool = EndpointPool(["http://a:1"], backoff_base=0.001, transport=httpx.MockTransport(handler))
+
+    async def go():
+        async with httpx.AsyncClient(transport=pool) as c:
+            return await c.post(f"{pool.base_url}/chat/completions", json={"x": 1})
+
+    r = _run(go())
+    assert r.status_code == 200 and r.json() == {"ok": True}
+    assert len(calls) == 3 and all(u == "http://a:1/v1/chat/completions" for u in calls)
+    assert pool.retries == 2
+
+
+def test_pool_gives_up_after_bounded_attempts():
+    def handler(request):
+        raise httpx.ConnectError("refused", request=request)
+
+    pool = EndpointPool(["http://a:1"], max_attempts=3, backoff_base=0.001, transport=httpx.MockTransport(handler))
+
+    async def go():
+        async with httpx.AsyncClient(transport=pool) as c:
+            await c.get(f"{pool.base_url}/models")
+
+    with pytest.raises(httpx.ConnectError):
+        _run(go())
+    assert pool.endpoints[0].sent == 3
+
+
+def test_pool_honours_retry_after():
+    seen = []
+
+    def handler(request):
+        seen.append(time.monotonic())
+        return httpx.Response(429, headers={"Retry-After": "0.3"}) if len(seen) == 1 else httpx.Response(200)
+
+    pool = EndpointPool(["http://a:1"], transport=httpx.MockTransport(handler))
+
+    async def go():
+        async with httpx.AsyncClient(transport=pool) as c:
+            return await c.get(f"{pool.base_url}/models")
+
+    assert _run(go()).status_code == 200
+    assert seen[1] - seen[0] >= 0.28
+
+
+def test_pool_spreads_by_least_in_flight():
+    async def handler(request):
+        await asyncio.sleep(0.05 if request.url.host == "slow" else 0.005)
+        return httpx.Response(200, json={"host": request.url.host})
+
+    pool = EndpointPool(["http://slow:1", "http://fast:1"], transport=httpx.MockTransport(handler))
+
+    async def go():
+        async with httpx.AsyncClient(transport=pool) as c:
+            hosts = []
+            for _ in range(10):  # waves of 4 concurrent requests
+                rs = await asyncio.gather(*(c.get(f"{pool.base_url}/models") for _ in range(4)))
+                hosts += [r.json()["host"] for r in rs]
+            return hosts
+
+    hosts = _run(go())
+    assert hosts.count("slow") >= 10 and hosts.count("fast") >= 10
+
+
+def test_pool_bounds_concurrency():
+    peak = 0
+    live = 0
+
+    async def handler(request):
+        nonlocal peak, live
+        live += 1
+        peak = max(peak, live)
+        await asyncio.sleep(0.01)
+        live -= 1
+        return httpx.Response(200)
+
+    pool = EndpointPool(["http://a:1"], concurrency=5, transport=httpx.MockTransport(handler))
+
+    async def go():
+        async with httpx.AsyncClient(transport=pool) as c:
+            await asyncio.gather(*(c.get(f"{pool.base_url}/models") for _ in range(40)))
+
+    _run(go())
+    assert peak == 5

@@ -1,0 +1,69 @@
+"""Turn records and how they become padded tensors for scoring and training.
+
+One `Turn` is one learner action: the prompt tokens it saw (the chat rendered by the chat
+template: system text, observations, opponent moves, earlier turns) and the response tokens
+it produced (ending with the end-of-turn token when it stopped). Training rows are
+`prompt + response`, right-padded; the loss mask marks only the response tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Turn:
+    game: str
+    seat: int
+    episode: int  # index of the episode within the step (unique per rank)
+    index: int  # this player's t-th turn in the episode
+    prompt_ids: list[int]
+    response_ids: list[int]
+    behaviour_logprobs: list[float]  # one per response token
+    valid: bool = True
+    truncated: bool = False  # hit max_new_tokens without an end-of-turn token
+    reward: float = 0.0
+    advantage: float = 0.0
+    text: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def build_rows(
+    prompts: list[list[int]], responses: list[list[int]], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded rows. Returns (input_ids [B, L], attention_mask [B, L], loss_mask [B, L-1]).
+
+    loss_mask is aligned with the targets input_ids[:, 1:]: 1 exactly where the target is a
+    response token.
+    """
+    lengths = [len(p) + len(r) for p, r in zip(prompts, responses, strict=True)]
+    width = max(lengths)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    loss_mask = torch.zeros((len(prompts), width - 1), dtype=torch.float32)
+    for b, (p, r) in enumerate(zip(prompts, responses, strict=True)):
+        row = p + r
+        ids[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+        attn[b, : len(row)] = 1
+        # target index j predicts token j+1; response tokens sit at len(p) .. len(row)-1
+        loss_mask[b, len(p) - 1 : len(row) - 1] = 1.0
+    return ids, attn, loss_mask
+
+
+def per_token(values: list[list[float]], loss_mask: torch.Tensor) -> torch.Tensor:
+    """Place each row's per-response-token values at its masked-in positions (0 elsewhere)."""
+    out = torch.zeros_like(loss_mask)
+    for b, vals in enumerate(values):
+        idx = loss_mask[b].nonzero().squeeze(-1)
+        if len(vals) != len(idx):
+            raise ValueError(f"row {b}: {len(vals)} values for {len(idx)} response tokens")
+        if len(vals):
+            out[b, idx] = torch.tensor(vals, dtype=out.dtype)
+    return out
+
+
+def gather_response(values: torch.Tensor, loss_mask: torch.Tensor) -> list[list[float]]:
+    """Inverse of `per_token`: each row's values at its response positions."""
+    return [values[b][loss_mask[b] > 0].tolist() for b in range(values.shape[0])]

@@ -1,0 +1,114 @@
+"""Rollout generation with a colocated vLLM engine (GPU only; the `vllm` extra).
+
+The engine lives in the trainer's process on the same GPU(s) (`VLLM_ENABLE_V1_MULTIPROCESSING=0`
+so its worker is in-process and can receive tensors directly):
+
+    LLM(model=dir, enable_sleep_mode=True, gpu_memory_utilization=..)   # once
+    per step: wake_up() -> generate(TokensPrompt ids, SamplingParams(logprobs=0, seed=..))
+              -> sleep(level=1)   (weights to CPU, KV cache freed: the memory goes to training)
+              -> optimizer step -> wake_up() -> update_weights(full state dict) -> ...
+
+Weights are pushed after every update through `LLM.collective_rpc`, which runs a function on
+each worker; the function calls the worker model's own `load_weights`, which maps Hugging Face
+parameter names onto vLLM's fused layers. The prefix cache is reset afterwards so no KV built
+with old weights is reused.
+
+The log-probs vLLM returns come from its own kernels (and, depending on its version, from
+logits before temperature); presets using vLLM therefore set `recompute_logprobs=True` so the
+trainer recomputes the behaviour log-probs itself, and the engine's values are kept as a
+diagnostic. Unverified here (no GPU on the development machines); written against vLLM's
+documented `LLM`, `SamplingParams`, sleep mode and `collective_rpc` API.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import torch
+
+from mars_eval.models.base import ConfigError
+from training.engines import GenSettings, Generation
+
+
+def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> int:
+    """Runs inside each vLLM worker (via collective_rpc)."""
+    model = worker.model_runner.model
+    device = next(model.parameters()).device
+    model.load_weights(weights=[(name, t.to(device)) for name, t in weights])
+    return len(weights)
+
+
+class VLLMEngine:
+    def __init__(
+        self,
+        model_dir: str,
+        *,
+        dtype: str = "bfloat16",
+        gpu_memory_utilization: float = 0.35,
+        max_model_len: int | None = None,
+        seed: int = 0,
+    ):
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise ConfigError("engine=vllm needs the extra: pip install -e .[vllm]") from exc
+        if not torch.cuda.is_available():
+            raise ConfigError("engine=vllm needs a CUDA GPU")
+        kwargs = dict(
+            model=model_dir,
+            dtype=dtype,
+            enable_sleep_mode=True,
+            gpu_memory_utilization=gpu_memory_utilization,
+            seed=seed,
+            enable_prefix_caching=True,
+        )
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+        self.llm = LLM(**kwargs)
+        self.asleep = False
+
+    def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]:
+        from vllm import SamplingParams, TokensPrompt
+
+        if self.asleep:
+            self.wake_up()
+        params = [
+            SamplingParams(
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                top_k=settings.top_k if settings.top_k > 0 else -1,
+                max_tokens=settings.max_new_tokens,
+                logprobs=0,  # only the sampled token's log-prob
+                seed=seed * 100003 + i,  # per request: independent of batch composition
+            )
+            for i in range(len(prompts))
+        ]
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        results = []
+        for out in outputs:
+            comp = out.outputs[0]
+            ids = list(comp.token_ids)
+            lps = [float(step[tok].logprob) for tok, step in zip(ids, comp.logprobs or [], strict=False)]
+            if len(lps) != len(ids):
+                lps = [0.0] * len(ids)
+            results.append(Generation(ids, lps, stopped=comp.finish_reason == "stop"))
+        return results
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        if self.asleep:
+            self.wake_up()
+        weights = [(name, t.detach()) for name, t in named_tensors]
+        self.llm.collective_rpc(_load_weights_on_worker, args=(weights,))
+        self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        if not self.asleep:
+            self.llm.sleep(level=1)
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
