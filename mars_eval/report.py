@@ -70,31 +70,34 @@ class RunProgress:
 
 
 def print_summary_table(summary: dict[str, Any], console: Console) -> None:
+    """A metric/value table: readable in any terminal width, and scannable top to bottom."""
     table = Table(
-        title=f"{summary['system']} on {summary['task']}  ·  {summary['model']}", title_justify="left"
+        title=f"{summary['system']} on {summary['task']} · {summary['model']}", title_justify="left"
     )
-    for col in ("problems", "samples", "accuracy", "± stderr"):
-        table.add_column(col, justify="right")
-    extra = [k for k in summary if k.startswith(("pass@", "majority@"))]
-    for k in extra:
-        table.add_column(k, justify="right")
-    for col in ("errors", "calls/sample", "tokens (prompt/completion)", "wall"):
-        table.add_column(col, justify="right")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    k = summary["samples"]
+    table.add_row("problems x samples", f"{summary['n']} x {k}")
+    table.add_row(f"accuracy (avg@{k})", f"[bold]{summary['accuracy']:.2%}[/bold] ± {summary['stderr']:.2%}")
+    for key in (f"pass@{k}", f"majority@{k}"):
+        if key in summary:
+            table.add_row(key, f"{summary[key]:.2%}")
+    errors = summary["errors"]
+    table.add_row("errors (not scored)", f"[red]{errors}[/red]" if errors else "0")
+    table.add_row("LLM calls per sample", f"{summary['llm_calls_per_sample']:.2f}")
     table.add_row(
-        str(summary["n"]),
-        str(summary["samples"]),
-        f"{summary['accuracy']:.2%}",
-        f"{summary['stderr']:.2%}",
-        *(f"{summary[k]:.2%}" for k in extra),
-        str(summary["errors"]) if not summary["errors"] else f"[red]{summary['errors']}[/red]",
-        f"{summary['llm_calls_per_sample']:.2f}",
-        f"{summary['prompt_tokens']:,}/{summary['completion_tokens']:,}",
-        f"{summary['wall_seconds']:.1f}s",
+        "tokens prompt / completion",
+        f"{_short(summary['prompt_tokens'])} / {_short(summary['completion_tokens'])}",
     )
+    table.add_row("wall time", f"{summary['wall_seconds']:.1f} s")
     console.print(table)
-    if summary["errors"]:
+    if errors:
         console.print(
-            f"[yellow]{summary['errors']} sample(s) failed ({summary.get('error_kinds')}); not scored, "
-            "rerun by the same command.[/yellow]"
+            f"[yellow]{errors} sample(s) failed ({summary.get('error_kinds')}): not scored; "
+            "the same command reruns them.[/yellow]"
         )
     console.print(f"run folder: {summary['run_dir']}")
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)

@@ -85,7 +85,10 @@ def build_tiny_model(
 ) -> Path:
     """Create and save a random-weight Qwen3 model and its locally trained tokenizer."""
     import torch
+    import transformers
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

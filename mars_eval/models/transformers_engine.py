@@ -74,7 +74,11 @@ class TransformersEngine:
 
     def _load_locked(self) -> None:
         import torch
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        transformers.utils.logging.disable_progress_bar()  # our own progress bar is the one to watch
+        transformers.utils.logging.set_verbosity_error()
 
         device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:

@@ -1,0 +1,43 @@
+"""Benchmark tasks. `make_task(name)` is the one way to build one.
+
+Names: aime24 (alias aime), aime25, math500, gpqa-diamond (alias gpqa), arith (synthetic,
+offline). Modules are imported lazily so that importing this package stays cheap (the math
+scorer's worker process imports it too).
+"""
+
+from __future__ import annotations
+
+from mars_eval.models.base import ConfigError
+from mars_eval.tasks.base import Problem, ScorerError, Task
+
+TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "arith")
+TASK_ALIASES = {"aime": "aime24", "gpqa": "gpqa-diamond", "aime2024": "aime24", "aime2025": "aime25"}
+
+__all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "make_task"]
+
+
+def make_task(name: str) -> Task:
+    """Build a task by name or alias; unknown names raise ConfigError listing the valid ones."""
+    key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key == "aime24":
+        from mars_eval.tasks.math_tasks import aime24_task
+
+        return aime24_task()
+    if key == "aime25":
+        from mars_eval.tasks.math_tasks import aime25_task
+
+        return aime25_task()
+    if key == "math500":
+        from mars_eval.tasks.math_tasks import math500_task
+
+        return math500_task()
+    if key == "gpqa-diamond":
+        from mars_eval.tasks.gpqa import GPQATask
+
+        return GPQATask()
+    if key == "arith":
+        from mars_eval.tasks.arith import ArithTask
+
+        return ArithTask()
+    aliases = ", ".join(f"{a}={t}" for a, t in TASK_ALIASES.items())
+    raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})")

@@ -66,4 +66,3 @@ def write_aime_set(
             scripts.append(Script(t, said, style=styles[i % len(styles)], decoy=str(int(gold) + 2)))
             golds[t] = gold
     return ScriptedSet(Path(path), scripts, golds, wrong_tags)
-

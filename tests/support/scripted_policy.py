@@ -80,7 +80,9 @@ def render(style: str, answer: str, decoy: str | None = None, seed: int | None =
     if style == "reasoning":
         return Reply(content=f"The final answer is \\boxed{{{answer}}}.", reasoning=think)
     if style == "think_inline":
-        return Reply(content=f"<think>\n{think}\n</think>\n\nTherefore the final answer is \\boxed{{{answer}}}.")
+        return Reply(
+            content=f"<think>\n{think}\n</think>\n\nTherefore the final answer is \\boxed{{{answer}}}."
+        )
     if style == "think_close_only":
         return Reply(content=f"{think}\n</think>\n\nSo the answer is \\boxed{{{answer}}}.")
     if style == "markdown":

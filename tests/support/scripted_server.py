@@ -182,7 +182,9 @@ class ScriptedApp:
             with self._lock:
                 self.in_flight -= 1
 
-    async def _answer(self, request: web.Request, req: ScriptedRequest, entry: LogEntry) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, req: ScriptedRequest, entry: LogEntry
+    ) -> web.StreamResponse:
         if req.model != self.model:
             entry.outcome = "404"
             return _error(404, f"The model `{req.model}` does not exist.", "NotFoundError")
@@ -225,7 +227,9 @@ class ScriptedApp:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": reply.finish_reason, "logprobs": None}
+            ],
             "usage": _usage(req, reply),
         }
 
@@ -233,7 +237,11 @@ class ScriptedApp:
         """Server-sent events: role, thinking, content, finish, optional usage, [DONE]."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
-        base = {"id": f"chatcmpl-scripted-{req.index}", "object": "chat.completion.chunk", "model": self.model}
+        base = {
+            "id": f"chatcmpl-scripted-{req.index}",
+            "object": "chat.completion.chunk",
+            "model": self.model,
+        }
         deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
         if reply.reasoning_content:
             deltas.append({"reasoning_content": reply.reasoning_content})
@@ -259,7 +267,9 @@ def _usage(req: ScriptedRequest, reply: Reply) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _error(status: int, message: str, kind: str = "BadRequestError", headers: dict | None = None) -> web.Response:
+def _error(
+    status: int, message: str, kind: str = "BadRequestError", headers: dict | None = None
+) -> web.Response:
     """An error body shaped like vLLM's (the OpenAI client reads error.message)."""
     body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
     return web.json_response(body, status=status, headers=headers)

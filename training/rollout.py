@@ -1,0 +1,245 @@
+"""Self-play rollouts: many episodes of several games advanced side by side, generation batched.
+
+Each step plays a fresh set of episodes. In a self-play episode the learner plays every seat;
+in a "mixed" episode (share `mix_fraction`) or under the fixed-opponent ablation
+(`opponent != "self"`) one seat is the learner and the others are a fixed opponent
+(mars_eval.games.make_opponent), the learner's seat alternating between episodes.
+
+The loop: move every fixed opponent until a learner seat is to act; collect the prompts of all
+episodes waiting for the learner; one batched `engine.generate`; parse each reply with the
+game's parser (`Episode.parse`, the same one evaluation uses) and apply the action, or forfeit
+the game on an invalid/missing answer; repeat until all episodes end. Prompts are rendered
+exactly as `mars-eval games` renders them (chat template, add_generation_prompt, the
+configured enable_thinking) and replies are decoded with skip_special_tokens=True.
+
+Each learner seat's view is its own chat. Compact style: every turn is one single-turn prompt
+(the current compact view). Full style: the chat grows turn by turn (system, observation,
+reply, next observation, ...), so a turn's prompt contains the seat's earlier replies; those
+are context only, never trained on twice. Either way a `Turn` is (prompt tokens, response
+tokens) and only the response tokens carry loss.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from mars_eval.games import make_game, make_opponent
+from mars_eval.mas.base import derive_seed
+from mars_eval.models.base import split_thinking
+from training.batch import Turn
+from training.engines import GenerationEngine, GenSettings
+from training.rewards import RewardShaping, turn_rewards
+
+
+@dataclass
+class EpisodeSpec:
+    game: str
+    seed: int
+    learner_seats: tuple[int, ...]  # seats played by the learner; the rest by `opponent`
+    opponent: str | None = None
+
+
+@dataclass
+class EpisodeResult:
+    game: str
+    learner_seats: tuple[int, ...]
+    returns: list[float]
+    invalid_by: int | None
+    turns: int
+    opponent: str | None
+    cooperative: bool
+
+
+@dataclass
+class _Live:
+    spec: EpisodeSpec
+    episode: Any
+    opponent: Any
+    cooperative: bool
+    chats: dict[int, list[dict]] = field(default_factory=dict)  # full style: each seat's chat
+    returns_before: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    turns: dict[int, list[Turn]] = field(default_factory=lambda: defaultdict(list))
+    moves: int = 0
+
+
+def plan_episodes(
+    games: tuple[str, ...],
+    trajectories_per_game: int,
+    *,
+    opponent: str,
+    mix_opponent: str,
+    mix_fraction: float,
+    seed: int,
+) -> list[EpisodeSpec]:
+    """Episode specs giving about `trajectories_per_game` learner trajectories per game.
+
+    Self-play episodes of an n-player game give n trajectories, mixed / fixed-opponent ones 1.
+    Cooperative games are always pure self-play unless the fixed-opponent ablation is on.
+    """
+    specs: list[EpisodeSpec] = []
+    for game_name in games:
+        game = make_game(game_name)
+        n = game.num_players
+        if opponent != "self":
+            n_fixed, fixed_spec = trajectories_per_game, opponent
+        elif game.cooperative:
+            n_fixed, fixed_spec = 0, None
+        else:
+            n_fixed, fixed_spec = round(mix_fraction * trajectories_per_game), mix_opponent
+            if (trajectories_per_game - n_fixed) % n:  # self-play takes whole episodes
+                n_fixed += (trajectories_per_game - n_fixed) % n
+        n_self = (trajectories_per_game - n_fixed) // n
+        for i in range(n_self):
+            specs.append(EpisodeSpec(game_name, derive_seed(seed, game_name, "self", i), tuple(range(n))))
+        for i in range(n_fixed):
+            specs.append(EpisodeSpec(game_name, derive_seed(seed, game_name, "fixed", i), (i % n,), fixed_spec))
+    return specs
+
+
+class RolloutWorker:
+    """Plays episode specs with one engine and tokenizer; returns learner turns with rewards."""
+
+    def __init__(
+        self,
+        engine: GenerationEngine,
+        tokenizer: Any,
+        *,
+        prompt_style: str,
+        enable_thinking: bool,
+        settings: GenSettings,
+        shaping: RewardShaping,
+        max_turns: int = 200,
+    ):
+        self.engine = engine
+        self.tok = tokenizer
+        self.style = prompt_style
+        self.enable_thinking = enable_thinking
+        self.settings = settings
+        self.shaping = shaping
+        self.max_turns = max_turns
+
+    # --- prompts ---------------------------------------------------------------------------
+    def _messages(self, live: _Live, seat: int) -> list[dict]:
+        ep = live.episode
+        if self.style == "compact":
+            return ep.messages(seat, "compact")
+        chat = live.chats.get(seat)
+        if chat is None:
+            chat = live.chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full")}]
+        chat.append({"role": "user", "content": ep.observation(seat, "full")})
+        return chat
+
+    def render(self, messages: list[dict]) -> list[int]:
+        text = self.tok.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, enable_thinking=self.enable_thinking
+        )
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    # --- the loop --------------------------------------------------------------------------
+    def play(self, specs: list[EpisodeSpec], seed: int) -> tuple[list[Turn], list[EpisodeResult]]:
+        lives = []
+        for spec in specs:
+            game = make_game(spec.game)
+            ep = game.new_episode(spec.seed)
+            opp = make_opponent(spec.opponent, game, spec.seed + 1) if spec.opponent else None
+            lives.append(_Live(spec, ep, opp, game.cooperative))
+
+        round_no = 0
+        while True:
+            waiting: list[tuple[int, int, list[dict]]] = []
+            for i, live in enumerate(lives):
+                ep = live.episode
+                while not ep.is_terminal and ep.current_player not in live.spec.learner_seats:
+                    ep.apply(live.opponent.act(ep))
+                    live.moves += 1
+                if not ep.is_terminal and live.moves >= self.max_turns:
+                    ep.forfeit(ep.current_player, "move limit")  # a safety net; never hit in these games
+                if not ep.is_terminal:
+                    seat = ep.current_player
+                    waiting.append((i, seat, self._messages(live, seat)))
+            if not waiting:
+                break
+            prompts = [self.render(m) for _, _, m in waiting]
+            gens = self.engine.generate(prompts, self.settings, seed=derive_seed(seed, "round", round_no))
+            round_no += 1
+            for (i, seat, messages), prompt, gen in zip(waiting, prompts, gens, strict=True):
+                live = lives[i]
+                ep = live.episode
+                text = self.tok.decode(gen.token_ids, skip_special_tokens=True)
+                content, _thinking = split_thinking(text)
+                action = ep.parse(content)
+                live.returns_before[seat].append(ep.returns()[seat])
+                turn = Turn(
+                    game=live.spec.game,
+                    seat=seat,
+                    episode=i,
+                    index=len(live.turns[seat]),
+                    prompt_ids=prompt,
+                    response_ids=list(gen.token_ids),
+                    behaviour_logprobs=list(gen.logprobs),
+                    valid=action is not None,
+                    truncated=not gen.stopped,
+                    text=content,
+                )
+                live.turns[seat].append(turn)
+                if self.style == "full":
+                    messages.append({"role": "assistant", "content": text})
+                if action is None:
+                    ep.forfeit(seat, "invalid answer")
+                else:
+                    ep.apply(action)
+                live.moves += 1
+        return self._finish(lives)
+
+    def _finish(self, lives: list[_Live]) -> tuple[list[Turn], list[EpisodeResult]]:
+        turns: list[Turn] = []
+        results = []
+        for live in lives:
+            ep = live.episode
+            final = ep.returns()
+            draw = self.shaping.draw_bonus(final, live.cooperative)
+            for seat, seat_turns in live.turns.items():
+                shaping = [self.shaping.action_shaping(t.valid, len(t.response_ids)) for t in seat_turns]
+                rewards = turn_rewards(live.returns_before[seat], final[seat], shaping, draw)
+                for t, r in zip(seat_turns, rewards, strict=True):
+                    t.reward = r
+                turns.extend(seat_turns)
+            results.append(
+                EpisodeResult(
+                    game=live.spec.game,
+                    learner_seats=live.spec.learner_seats,
+                    returns=final,
+                    invalid_by=ep.forfeited_by,
+                    turns=live.moves,
+                    opponent=live.spec.opponent,
+                    cooperative=live.cooperative,
+                )
+            )
+        return turns, results
+
+
+def rollout_metrics(turns: list[Turn], results: list[EpisodeResult]) -> dict[str, float]:
+    """Returns, win and invalid rates per game and learner seat (self-play and mixed together)."""
+    out: dict[str, float] = {}
+    acc: dict[str, list[float]] = defaultdict(list)
+    for r in results:
+        for seat in r.learner_seats:
+            key = f"{r.game}/p{seat}"
+            acc[f"return/{key}"].append(r.returns[seat])
+            if not r.cooperative:
+                acc[f"win/{key}"].append(1.0 if r.returns[seat] > 0 else 0.0)
+            if r.opponent:
+                acc[f"return_vs_{r.opponent}/{key}"].append(r.returns[seat])
+    for t in turns:
+        acc[f"invalid/{t.game}/p{t.seat}"].append(0.0 if t.valid else 1.0)
+        acc["response_tokens"].append(float(len(t.response_ids)))
+        acc["reward"].append(t.reward)
+    for k, v in acc.items():
+        out[k] = sum(v) / len(v)
+    out["invalid_rate"] = sum(0.0 if t.valid else 1.0 for t in turns) / max(1, len(turns))
+    out["truncated_rate"] = sum(1.0 if t.truncated else 0.0 for t in turns) / max(1, len(turns))
+    out["episodes"] = float(len(results))
+    out["turns"] = float(len(turns))
+    return out
