@@ -54,8 +54,8 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
-from mars_eval.mas.base import SampleContext, SystemResult, derive_seed
-from mars_eval.models.base import ConfigError, Message, split_thinking
+from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.models.base import ConfigError, Message
 from mars_eval.tasks.base import Problem, Task
 
 ASSISTANT, REVIEWER = "assistant", "reviewer"
@@ -81,7 +81,12 @@ TEXT_MODEL_INFO = ModelInfo(
     structured_output=False,
     multiple_system_messages=True,
 )
-_FINISH = {"stop": "stop", "length": "length", "tool_calls": "function_calls", "function_call": "function_calls"}
+_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "function_calls",
+    "function_call": "function_calls",
+}
 FinishReason = Literal["stop", "length", "function_calls", "content_filter", "unknown"]
 
 
@@ -257,7 +262,9 @@ class AutoGenChat:
 
         return make_openai_agent_client(ctx, agent, self.base_url, self.model, self.http_client)  # type: ignore[arg-type]
 
-    def build_team(self, task: Task, ctx: SampleContext) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
+    def build_team(
+        self, task: Task, ctx: SampleContext
+    ) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
         """A fresh team for one sample (a team object runs one task at a time)."""
         clients = [self._model_client(ctx, ASSISTANT), self._model_client(ctx, REVIEWER)]
         assistant = AssistantAgent(
@@ -290,7 +297,9 @@ class AutoGenChat:
                 for c in clients:
                     await c.close()
         _raise_client_error(clients)  # an agent may have swallowed a failed call
-        said = [m for m in result.messages if isinstance(m, TextMessage) and m.source in (ASSISTANT, REVIEWER)]
+        said = [
+            m for m in result.messages if isinstance(m, TextMessage) and m.source in (ASSISTANT, REVIEWER)
+        ]
         ctx.note(
             "autogen_stop",
             reason=result.stop_reason,
@@ -322,4 +331,4 @@ def pick_final_answer(messages: list[TextMessage], task: Task, stop_reason: str)
     return SystemResult(answer=None, final_text="", how="no answer in the conversation", details=details)
 
 
-__all__ = ["AgentModelClient", "AutoGenChat", "ChatTextMention", "pick_final_answer", "to_chat_messages", "derive_seed"]
+__all__ = ["AgentModelClient", "AutoGenChat", "ChatTextMention", "pick_final_answer", "to_chat_messages"]

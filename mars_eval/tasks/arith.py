@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem
+from mars_eval.tasks.loading import HubDataset
 from mars_eval.tasks.math_scoring import MathScorer
 from mars_eval.tasks.math_tasks import MathTask, math_prompt, text_id
-from mars_eval.tasks.loading import HubDataset
 
 Template = Callable[[random.Random], tuple[str, int]]
 NAMES = ("Ada", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Ines", "Jun")

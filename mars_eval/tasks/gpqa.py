@@ -51,7 +51,9 @@ GPQA_DIAMOND = HubDataset(
 )
 
 
-def shuffled_options(correct: str, incorrect: list[str], seed: int, question_id: str) -> tuple[list[str], str]:
+def shuffled_options(
+    correct: str, incorrect: list[str], seed: int, question_id: str
+) -> tuple[list[str], str]:
     """(options in display order, the correct letter) for one question under one seed."""
     options = [correct, *incorrect]
     order = list(range(len(options)))

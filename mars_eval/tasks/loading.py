@@ -132,7 +132,7 @@ def _auth_hint(source: HubDataset) -> str:
 
 
 def _hub_error(source: HubDataset, task: str, reason: str) -> ConfigError:
-    fix = f"pass --data-files PATH (a local JSON/JSONL/CSV/Parquet copy with the hub columns)"
+    fix = "pass --data-files PATH (a local JSON/JSONL/CSV/Parquet copy with the hub columns)"
     auth = _auth_hint(source) if source.gated else "set HF_TOKEN if the hub needs authentication"
     return ConfigError(f"cannot load task {task} from the hub ({source.repo}: {reason}); {fix}, or {auth}")
 
@@ -156,7 +156,8 @@ def _load_hub(source: HubDataset, task: str) -> list[dict[str, Any]]:
             )
     except Exception as e:
         if _is_auth_error(e):
-            raise ConfigError(f"cannot load task {task}: {_auth_hint(source)}; or pass --data-files PATH") from e
+            hint = _auth_hint(source)
+            raise ConfigError(f"cannot load task {task}: {hint}; or pass --data-files PATH") from e
         reason = "hub unreachable and no cached copy" if offline else _one_line(e)
         raise _hub_error(source, task, reason) from e
     return [dict(row) for row in ds]

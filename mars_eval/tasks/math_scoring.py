@@ -2,36 +2,37 @@
 
 math-verify's own timeouts use `signal.alarm`, which only works in the main thread, and a
 sympy simplification can run for minutes. So the check runs with math-verify's timeouts off
-(`parsing_timeout=None`, `timeout_seconds=None`) in one persistent worker process (spawn
-context), and the caller waits on a pipe with its own timeout. On a timeout or a worker
-crash the worker is killed (and restarted on the next call) and `ScorerError` is raised: a
-scorer failure is an error to rerun, never a silently wrong answer.
+in one persistent worker process (`math_worker`, a plain subprocess talking over a socket),
+and the caller waits with its own timeout. On a timeout or a worker crash the worker is
+killed (and restarted on the next call) and `ScorerError` is raised: a scorer failure is an
+error to rerun, never a silently wrong answer.
 
-Semantics: `verify(parse(gold), parse(answer))`, gold first (math-verify is not symmetric).
-Both sides are wrapped as `\\boxed{...}` so math-verify's LaTeX extraction sees them as one
-expression. A gold that does not parse is a scorer error; an answer that does not parse is
-compared as a string by math-verify (a malformed answer is wrong, not an error).
+Semantics: `verify(parse(gold), parse(answer))`, gold first (math-verify is not symmetric),
+both wrapped as `\\boxed{...}`. A gold that does not parse is a scorer error; an answer that
+does not parse is compared as a string by math-verify (a malformed answer is wrong).
 
-Fast path without the worker: when gold and answer are both plain integers ("073", "+73")
-they are compared as integers (AIME answers are integers; "073" == 73).
+Fast path without the worker: when gold and answer are both plain integers ("073", "+73",
+"73.0") they are compared as integers (AIME answers are integers; "073" == 73).
 
-Cost (measured on a 2-core machine, see tests/tasks/test_math_scoring.py): integer fast path
-about 2 microseconds; a worker call about 1-10 ms after a ~1.5 s worker start.
+Cost (2-core machine; `python -m mars_eval.tasks.math_scoring` measures it): integer fast
+path a few microseconds; a worker call about 1-10 ms (up to ~150 ms for tuples of
+fractions); the worker starts in about 1-2 s, once per process.
 """
 
 from __future__ import annotations
 
 import atexit
-import logging
-import multiprocessing as mp
 import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
 
 from mars_eval.tasks.base import ScorerError
+from mars_eval.tasks.math_worker import DEFAULT_CHECK
 
 _INT = re.compile(r"^[+-]?\d+$")
 _ZERO_FRACTION = re.compile(r"^([+-]?\d+)\.0*$")  # "73.0" -> "73"
@@ -46,67 +47,36 @@ def as_int(answer: str) -> int | None:
     return int(s) if _INT.match(s) else None
 
 
-def _latex_for_parse(answer: str) -> str:
-    """Wrap an extracted answer so math-verify parses it as one LaTeX expression."""
-    inner = answer.strip()
-    if inner.startswith("$") and inner.endswith("$"):
-        inner = inner.strip("$").strip()
-    return "\\boxed{" + inner + "}"
-
-
-def math_equivalent(gold: str, answer: str) -> bool:
-    """math-verify's verdict, run inside the worker process (no timeouts of its own)."""
-    from math_verify import parse, verify
-
-    gold_parsed = parse(_latex_for_parse(gold), parsing_timeout=None, raise_on_error=True)
-    if not gold_parsed:
-        raise ValueError(f"gold answer {gold!r} did not parse")
-    answer_parsed = parse(_latex_for_parse(answer), parsing_timeout=None)
-    return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None))
-
-
-Check = Callable[[str, str], bool]
-
-
-def _serve(conn: Connection, check: Check) -> None:
-    """Worker loop: receive (gold, answer), send ("ok", bool) or ("error", message)."""
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # silence "timeout disabled" notes
-    try:
-        import math_verify  # noqa: F401  (import once here so the first real call is fast)
-    except Exception as e:  # reported on the first call rather than killing the worker
-        conn.send(("error", f"math-verify unavailable: {e}"))
-        return
-    conn.send(("ready", None))
-    while True:
-        try:
-            request = conn.recv()
-        except (EOFError, OSError):
-            return
-        if request is None:
-            return
-        gold, answer = request
-        try:
-            conn.send(("ok", bool(check(gold, answer))))
-        except Exception as e:
-            conn.send(("error", f"{type(e).__name__}: {e}"))
+def _check_spec(check: str | Callable[[str, str], bool]) -> str:
+    """The worker's "module:function" spec; a callable must be importable by that name."""
+    if isinstance(check, str):
+        return check
+    module = getattr(check, "__module__", None)
+    if not module or module == "__main__" or "<locals>" in check.__qualname__:
+        raise ValueError("the math check must be a top-level function of an importable module")
+    return f"{module}:{check.__qualname__}"
 
 
 class MathScorer:
     """Math equivalence with a per-call timeout, callable from any thread.
 
-    `check` must be a picklable top-level function (it runs in the worker); tests inject a
-    slow one to force a timeout. One worker serves all callers, one call at a time.
+    `check` ("module:function" or such a function) runs in the worker; tests inject a slow
+    one to force a timeout. One worker serves all callers, one call at a time.
     """
 
     def __init__(
-        self, timeout_s: float = 10.0, check: Check = math_equivalent, start_timeout_s: float = 120.0
+        self,
+        timeout_s: float = 10.0,
+        check: str | Callable[[str, str], bool] = DEFAULT_CHECK,
+        start_timeout_s: float = 120.0,
     ) -> None:
         self.timeout_s = timeout_s
-        self.start_timeout_s = start_timeout_s  # spawning + importing sympy on a busy machine
-        self.check = check
+        self.start_timeout_s = start_timeout_s  # interpreter + sympy import on a busy machine
+        self.check_spec = _check_spec(check)
         self.worker_calls = 0
+        self.worker_starts = 0
         self._lock = threading.Lock()
-        self._proc: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self._owner_pid = os.getpid()
 
@@ -125,9 +95,8 @@ class MathScorer:
                 raise ScorerError(f"math scorer worker failed: {e}") from e
             if not ready:
                 self._stop()
-                raise ScorerError(
-                    f"math scorer timed out after {self.timeout_s:g}s on answer {answer[:80]!r}"
-                )
+                limit = f"{self.timeout_s:g}s"
+                raise ScorerError(f"math scorer timed out after {limit} on answer {answer[:80]!r}")
             try:
                 status, value = conn.recv()
             except (OSError, EOFError) as e:
@@ -139,39 +108,49 @@ class MathScorer:
         return bool(value)
 
     def _ensure_worker(self) -> Connection:
-        if self._owner_pid != os.getpid():  # forked copy: the inherited worker is not ours
+        if self._owner_pid != os.getpid():  # a forked copy: the inherited worker is not ours
             self._proc, self._conn, self._owner_pid = None, None, os.getpid()
-        if self._proc is not None and self._proc.is_alive() and self._conn is not None:
+        if self._proc is not None and self._proc.poll() is None and self._conn is not None:
             return self._conn
         self._stop()
-        ctx = mp.get_context("spawn")  # no fork: the parent may hold threads and locks
-        parent_conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child_conn, self.check), daemon=True, name="math-scorer")
-        proc.start()
-        child_conn.close()
-        self._proc, self._conn = proc, parent_conn
-        if not parent_conn.poll(self.start_timeout_s):
-            self._stop()
-            raise ScorerError(f"math scorer worker did not start within {self.start_timeout_s:g}s")
+        ours, theirs = socket.socketpair()
+        # The child must import what we can import (e.g. a test module holding the check).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
-            status, value = parent_conn.recv()
-        except (OSError, EOFError) as e:
-            self._stop()
-            raise ScorerError("math scorer worker exited while starting") from e
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mars_eval.tasks.math_worker", str(theirs.fileno()), self.check_spec],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError as e:
+            ours.close()
+            raise ScorerError(f"cannot start the math scorer worker: {e}") from e
+        finally:
+            theirs.close()
+        self._proc, self._conn = proc, Connection(ours.detach())
+        self.worker_starts += 1
+        conn = self._conn
+        try:
+            started = conn.poll(self.start_timeout_s)
+            status, value = conn.recv() if started else ("error", f"no reply in {self.start_timeout_s:g}s")
+        except (OSError, EOFError):
+            status, value = "error", "it exited while starting"
         if status != "ready":
             self._stop()
             raise ScorerError(f"math scorer worker could not start: {value}")
-        return parent_conn
+        return conn
 
     def _stop(self) -> None:
         proc, conn = self._proc, self._conn
         self._proc, self._conn = None, None
         if conn is not None:
             conn.close()
-        if proc is not None and proc.is_alive():
-            proc.kill()  # a stuck sympy call will not listen to anything gentler
         if proc is not None:
-            proc.join(timeout=5)
+            if proc.poll() is None:
+                proc.kill()  # a stuck sympy call listens to nothing gentler
+            proc.wait(timeout=10)
 
     def close(self) -> None:
         """Stop the worker (it restarts on the next call)."""
@@ -220,3 +199,34 @@ def canonical_math(answer: str) -> str:
     s = re.sub(r"\s+", "", s)
     n = as_int(s)
     return str(n) if n is not None else s
+
+
+def _measure(n: int = 200) -> None:
+    """Print the per-score cost of the fast path and of worker calls."""
+    import time
+
+    scorer = MathScorer()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        scorer.equivalent("073", "73")
+    fast = (time.perf_counter() - t0) / n
+    t0 = time.perf_counter()
+    scorer.equivalent("\\frac{1}{2}", "0.5")
+    start = time.perf_counter() - t0
+    pairs = [
+        ("\\frac{1}{2}", "\\dfrac{2}{4}"),
+        ("3\\sqrt{2}", "\\sqrt{18}"),
+        ("73", "\\frac{146}{2}"),
+        ("12", "x=12"),
+    ]
+    t0 = time.perf_counter()
+    for i in range(n):
+        scorer.equivalent(*pairs[i % len(pairs)])
+    worker = (time.perf_counter() - t0) / n
+    scorer.close()
+    print(f"fast path {fast * 1e6:.1f} us/score; worker start {start:.2f} s;", end=" ")
+    print(f"worker {worker * 1e3:.2f} ms/score")
+
+
+if __name__ == "__main__":
+    _measure()

@@ -73,9 +73,8 @@ class MathTask:
         raw_id = row.get(self.id_column) if self.id_column else None
         pid = str(raw_id) if raw_id is not None and str(raw_id).strip() else text_id(self.name, question)
         meta = {c: row[c] for c in self.meta_columns if c in row}
-        return Problem(
-            id=pid, prompt=math_prompt(question), gold=str(row["answer"]).strip(), question=question, meta=meta
-        )
+        gold = str(row["answer"]).strip()
+        return Problem(id=pid, prompt=math_prompt(question), gold=gold, question=question, meta=meta)
 
     def extract(self, text: str) -> str | None:
         return extract_math_answer(text)

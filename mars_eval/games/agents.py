@@ -1,0 +1,86 @@
+"""The agents a game runner evaluates: an LLM through the model layer, or a built-in player.
+
+An agent is made per episode (it may keep per-episode state such as conversations) and
+answers `await agent.act(episode, player) -> Move`. A Move with `action=None` is an invalid
+or unparseable answer; the runner then ends the episode by forfeit.
+
+LLM conversations:
+- "full" style: one multi-turn chat per seat. The first turn is [system, user(observation)];
+  each later turn appends the assistant's previous reply (its content only: thinking is never
+  fed back) and a user message with the new observation.
+- "compact" style: single-turn, `episode.messages(player, "compact")` each move (what tiny
+  trained checkpoints were trained on).
+A reply cut off at the token limit (finish_reason "length") is invalid, as in the reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+from mars_eval.games.core import Episode, Game, check_style
+from mars_eval.games.opponents import Opponent, make_opponent
+from mars_eval.mas.base import SampleContext
+from mars_eval.models.base import Message
+
+
+@dataclass
+class Move:
+    action: str | None  # a legal action name, or None for an invalid answer
+    reason: str = ""  # why the answer was invalid ("no legal action in <answer>", "truncated")
+
+
+class EpisodeAgent(Protocol):
+    name: str
+
+    async def act(self, episode: Episode, player: int) -> Move: ...
+
+
+class BuiltinAgent:
+    """A fixed player (random, MCTS, a policy table) run off the event loop."""
+
+    def __init__(self, opponent: Opponent):
+        self.name = opponent.name
+        self._opponent = opponent
+
+    @classmethod
+    def from_spec(cls, spec: str, game: Game, seed: int) -> BuiltinAgent:
+        return cls(make_opponent(spec, game, seed))
+
+    async def act(self, episode: Episode, player: int) -> Move:
+        return Move(await asyncio.to_thread(self._opponent.act, episode))
+
+
+class LLMAgent:
+    """An LLM playing one episode (every seat it is given), through a SampleContext."""
+
+    name = "llm"
+
+    def __init__(self, ctx: SampleContext, style: str = "full"):
+        self.ctx = ctx
+        self.style = check_style(style)
+        self._chats: dict[int, list[Message]] = {}
+
+    def prompt_for(self, episode: Episode, player: int) -> list[Message]:
+        if self.style == "compact":
+            return episode.messages(player, "compact")
+        chat = self._chats.get(player)
+        if chat is None:
+            chat = self._chats[player] = episode.messages(player, "full")
+        else:
+            chat.append({"role": "user", "content": episode.observation(player, "full")})
+        return list(chat)
+
+    async def act(self, episode: Episode, player: int) -> Move:
+        messages = self.prompt_for(episode, player)
+        self.ctx.note("prompt", player=player, message=messages[-1]["content"], turns=len(messages))
+        resp = await self.ctx.ask(f"player{player}", messages)
+        if self.style == "full":
+            self._chats[player].append({"role": "assistant", "content": resp.content})
+        if resp.finish_reason == "length":
+            return Move(None, "reply cut off at the token limit")
+        action = episode.parse(resp.content)
+        if action is None:
+            return Move(None, "no legal action in the last <answer>...</answer>")
+        return Move(action)
