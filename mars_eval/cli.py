@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from typing import Annotated
 
@@ -205,26 +206,15 @@ def serve(
 
 
 def main() -> None:
-    """Console entry point: ConfigError becomes one line and exit code 2."""
+    """Console entry point: ConfigError becomes one line and exit code 2 (click handles usage errors)."""
+    # Library progress bars would bury ours (and the one-line errors) under noise.
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
-        app(standalone_mode=False)
+        app()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        print("interrupted: finished samples are saved; run the same command to resume", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(130)
-        raise
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ class TrainConfig:
     # --- games and rollouts ---
     games: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
     prompt_style: str = "full"  # "full" (multi-turn chat) | "compact" (one short user message per turn)
+    enable_thinking: bool = True  # passed to the chat template (Qwen3: reason in <think> first)
     rollout_batch: int = 384  # learner trajectories per step (all games, all ranks)
     opponent: str = "self"  # "self": the learner plays every seat; else a fixed-opponent spec for all
     mix_opponent: str = "random"  # with opponent="self": fixed opponent for a share of episodes
@@ -150,6 +151,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         device="cpu",
         games=("tic_tac_toe",),
         prompt_style="compact",
+        enable_thinking=False,
         rollout_batch=128,
         mix_opponent="random",
         mix_fraction=0.5,
@@ -190,6 +192,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         device="cpu",
         games=("tic_tac_toe",),
         prompt_style="compact",
+        enable_thinking=False,
         rollout_batch=8,
         steps=2,
         lr=1e-3,

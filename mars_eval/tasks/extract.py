@@ -30,9 +30,7 @@ from mars_eval.models.base import split_thinking
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOX_BARE = re.compile(r"\\boxed\s+([^\s${}]+)")  # "\boxed 5" (no braces)
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
-_ANSWER_LEAD = re.compile(
-    r"\banswer\b\s*(?:\*\*)?\s*(?:is\s*:?|:|=)\s*(?:\*\*)?\s*(?P<rest>[^\n]*)", re.IGNORECASE
-)
+_ANSWER_LEAD = re.compile(r"\banswer\b\s*(?:\*\*)?\s*(?:is\s*:?|:|=)\s*(?:\*\*)?\s*", re.IGNORECASE)
 _LEADING_NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?(?:/\d+)?)(?=$|[\s.,;:!)])")
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 _MAX_PLAIN_ANSWER = 40  # a plain-text "answer is ..." longer than this is prose, not an answer
@@ -111,7 +109,7 @@ def extract_math_answer(text: str | None) -> str | None:
     if boxed is not None:
         return boxed
     for m in reversed(list(_ANSWER_LEAD.finditer(text))):
-        stated = _clean_stated(m.group("rest"))
+        stated = _clean_stated(text[m.end() :].split("\n", 1)[0])
         if stated is not None:
             return stated
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -132,8 +130,9 @@ _CHOICE_PATTERNS = (
     ),
     re.compile(r"(?i:\bcorrect\s+(?:option|choice)\s+is)\s*[:：]?\s*\(?([A-D])(?![A-Za-z0-9])"),
 )
-# A final line holding only the letter: "C", "(C)", "**C**", "C.", or "(C) <option text>"
-_LETTER_LINE = re.compile(r"^\W*\(?([A-D])\)?\W*$|^\W*\(([A-D])\)\s|^\**([A-D])\)\s")
+# A final line that is only the letter ("C", "(C)", "**C**", "C."), starts with the option
+# ("(C) 4.2 eV", "C) 4.2 eV") or ends with it in parentheses ("so the best is (C).")
+_LETTER_LINE = re.compile(r"^\W*\(?([A-D])\)?\W*$|^\W*\(([A-D])\)\s|^\**([A-D])\)\s|\(([A-D])\)[\s.*!]*$")
 
 
 def extract_choice_letter(text: str | None, letters: str = _LETTERS) -> str | None:
@@ -151,7 +150,7 @@ def extract_choice_letter(text: str | None, letters: str = _LETTERS) -> str | No
         return max(found)[1]
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if lines:
-        m = _LETTER_LINE.match(lines[-1].strip())
+        m = _LETTER_LINE.search(lines[-1].strip())
         if m is not None:
             letter = next(g for g in m.groups() if g is not None)
             if letter in letters:

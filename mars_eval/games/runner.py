@@ -1,0 +1,441 @@
+"""`mars-eval games`: play the MARS games against fixed opponents and report returns.
+
+Every (game, opponent, seat, episode index) is one unit, stored as one record in the run
+store under the key "<game>|<opponent>|<seat>|<index>" with its full transcript. All units run
+side by side on one event loop (at most `concurrency` episodes in flight), so LLM requests
+batch at the server while opponent search runs in worker threads. Rerunning the same command
+resumes: finished episodes are kept, errored ones replayed (completed model calls are answered
+from the store, and deals, opponent moves and call seeds are all derived from the seed).
+
+Seats: every competitive game is played with the evaluated agent moving first and second;
+with the "self" opponent (Hanabi) the agent plays both seats, reported as seat "both".
+Defaults: the training games when no game is chosen; 100 episodes per game, opponent and
+seat; the opponents of the paper (see opponents.DEFAULT_OPPONENTS); up to 4096 new tokens
+per move (the reference's limit: longer replies lose).
+
+The run folder is <output>/games-<agent or model slug>-<hash>; the hash covers what decides
+results (agent or model, prompt style, sampling, seed), not the game list, opponents or the
+episode count, so a later, larger or different selection reuses the finished episodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mars_eval.games import ALL_GAMES, GAMES_HELD_OUT, GAMES_TRAIN, PROMPT_STYLES, make_game
+from mars_eval.games.agents import BuiltinAgent, EpisodeAgent, LLMAgent
+from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
+from mars_eval.games.play import play_episode, summarize_episodes
+from mars_eval.mas.base import SampleContext, derive_seed
+from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.store import CachedClient, RunStore, slug
+
+DEFAULT_EPISODES = 100
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_CONCURRENCY = 64
+CHECKPOINT_SETTINGS = "mars_eval.json"  # written by the trainer next to tiny checkpoints
+NORMALIZATION_NOTE = (
+    "normalized = (mean return - min payoff) / (max payoff - min payoff) x 100; payoff ranges: "
+    "tic-tac-toe/connect four [-1, 1], Kuhn [-2, 2], Leduc [-13, 13], Hanabi [0, max score]"
+)
+
+
+@dataclass
+class GamesConfig:
+    games: list[str]
+    opponents: dict[str, list[str]]  # per game, in order
+    agent: str | None = None  # a built-in agent spec, or None for the LLM
+    model: str | None = None
+    base_urls: list[str] = field(default_factory=list)
+    episodes: int = DEFAULT_EPISODES
+    seed: int = 0
+    output: str = "results/runs"
+    concurrency: int = DEFAULT_CONCURRENCY
+    params: SamplingParams | None = None  # None for built-in agents
+    prompt_style: str = "full"
+    fresh: bool = False
+
+    def identity(self, model_name: str | None) -> dict[str, Any]:
+        """What decides results (the run folder's hash); see the module docstring."""
+        params = self.params.to_dict() if self.params else None
+        return {
+            "command": "games",
+            "agent": self.agent,
+            "model": model_name,
+            "prompt_style": self.prompt_style if self.agent is None else None,
+            "params": params,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class Unit:
+    game: str
+    opponent: str
+    seat: str  # "first", "second" or "both"
+    index: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.game}|{self.opponent}|{self.seat}|{self.index}"
+
+
+# --- configuration ---------------------------------------------------------------------------
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def select_games(games: str | None, train: bool, held_out: bool) -> list[str]:
+    chosen = _split(games)
+    for name in chosen:
+        if name not in ALL_GAMES:
+            raise ConfigError(f"unknown game {name!r}; choose from: {', '.join(ALL_GAMES)}")
+    if train or not (chosen or held_out):
+        chosen += GAMES_TRAIN
+    if held_out:
+        chosen += GAMES_HELD_OUT
+    return list(dict.fromkeys(chosen))
+
+
+def select_opponents(games: list[str], opponents: str | None) -> dict[str, list[str]]:
+    """Defaults per game, or the given specs: each applies to the games it fits (ConfigError if
+    a spec fits none of the chosen games, or a game gets no opponent)."""
+    specs = [s.lower() for s in _split(opponents)]
+    if not specs:
+        return {g: list(DEFAULT_OPPONENTS[g]) for g in games}
+    chosen: dict[str, list[str]] = {g: [] for g in games}
+    for spec in specs:
+        fits = []
+        for g in games:
+            try:
+                make_opponent(spec, make_game(g), 0)
+            except ConfigError:
+                continue
+            fits.append(g)
+            chosen[g].append(spec)
+        if not fits:
+            raise ConfigError(f"opponent {spec!r} fits none of the chosen games ({', '.join(games)})")
+    missing = [g for g, specs_for in chosen.items() if not specs_for]
+    if missing:
+        raise ConfigError(f"no opponent given for {', '.join(missing)}; add one that fits or drop the game")
+    return chosen
+
+
+def checkpoint_settings(model: str | None) -> dict[str, Any]:
+    """Settings a trained tiny checkpoint ships with (prompt_style, temperature, max_tokens, thinking)."""
+    if not model:
+        return {}
+    path = Path(model) / CHECKPOINT_SETTINGS
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def build_config(
+    *,
+    games: str | None,
+    train: bool,
+    held_out: bool,
+    model: str | None,
+    base_url: list[str],
+    agent: str | None,
+    opponents: str | None,
+    episodes: int,
+    seed: int,
+    output: str,
+    concurrency: int | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    thinking: bool | None,
+    prompt_style: str | None,
+    fresh: bool,
+) -> GamesConfig:
+    """Validate the command's options into a GamesConfig (ConfigError on bad input)."""
+    if agent and model:
+        raise ConfigError("give either --agent (a built-in player) or --model (an LLM), not both")
+    if episodes < 1:
+        raise ConfigError("--episodes must be at least 1")
+    if concurrency is not None and concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    chosen = select_games(games, train, held_out)
+    cfg = GamesConfig(
+        games=chosen,
+        opponents=select_opponents(chosen, opponents),
+        model=model,
+        base_urls=list(base_url or []),
+        episodes=episodes,
+        seed=seed,
+        output=output,
+        concurrency=concurrency or DEFAULT_CONCURRENCY,
+        fresh=fresh,
+    )
+    if agent:
+        spec = agent.strip().lower()
+        spec = "mcts100" if spec == "mcts" else spec
+        for g in chosen:
+            try:
+                if spec == "self":
+                    raise ConfigError("'self' is an opponent, not an agent")
+                make_opponent(spec, make_game(g), 0)
+            except ConfigError as exc:
+                raise ConfigError(f"agent {agent!r} cannot play {g}: {exc}") from None
+        cfg.agent = spec
+        return cfg
+    saved = checkpoint_settings(model)
+    style = prompt_style or saved.get("prompt_style") or "full"
+    if style not in PROMPT_STYLES:
+        raise ConfigError(f"unknown prompt style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    cfg.prompt_style = style
+    think = thinking if thinking is not None else saved.get("thinking", True)
+    cfg.params = SamplingParams.for_mode(
+        bool(think),
+        temperature=temperature if temperature is not None else saved.get("temperature"),
+        max_tokens=max_tokens or saved.get("max_tokens") or DEFAULT_MAX_TOKENS,
+    )
+    return cfg
+
+
+def plan_units(cfg: GamesConfig) -> list[Unit]:
+    """Episode-index-major order, so every (game, opponent, seat) gets results early."""
+    groups = [
+        (g, opp, seat)
+        for g in cfg.games
+        for opp in cfg.opponents[g]
+        for seat in (("both",) if opp == "self" else ("first", "second"))
+    ]
+    return [Unit(g, opp, seat, i) for i in range(cfg.episodes) for g, opp, seat in groups]
+
+
+# --- running ---------------------------------------------------------------------------------
+async def run_unit(cfg: GamesConfig, unit: Unit, client: ModelClient | None) -> dict[str, Any]:
+    """Play one episode; model or internal failures become the record's `error` (rerun later)."""
+    game = make_game(unit.game)
+    episode_seed = derive_seed(cfg.seed, unit.key)
+    evaluated = {"first": {0}, "second": {1}, "both": set(range(game.num_players))}[unit.seat]
+    ctx: SampleContext | None = None
+    if cfg.agent is None:
+        assert client is not None and cfg.params is not None
+        ctx = SampleContext(client=client, params=cfg.params, sample_key=unit.key, seed=cfg.seed)
+        agent: EpisodeAgent = LLMAgent(ctx, cfg.prompt_style)
+    else:
+        agent = BuiltinAgent.from_spec(cfg.agent, game, derive_seed(episode_seed, "agent"))
+    seats: dict[int, EpisodeAgent] = {p: agent for p in evaluated}
+    for p in range(game.num_players):
+        if p not in seats:
+            seats[p] = BuiltinAgent.from_spec(unit.opponent, game, derive_seed(episode_seed, "opponent", p))
+    record: dict[str, Any] = {
+        "key": unit.key,
+        "game": unit.game,
+        "opponent": unit.opponent,
+        "seat": unit.seat,
+        "index": unit.index,
+        "seed": episode_seed,
+        "error": None,
+    }
+    started = time.perf_counter()
+    try:
+        record.update(await play_episode(game.new_episode(episode_seed), seats, evaluated))
+    except ModelAccessError as exc:
+        record["error"] = f"model access: {exc}"
+    except Exception as exc:  # one broken episode must not take the others down
+        record["error"] = f"internal: {type(exc).__name__}: {exc}"
+        record["traceback"] = traceback.format_exc(limit=8)
+    record["latency_s"] = round(time.perf_counter() - started, 4)
+    if ctx is not None:
+        record.update(
+            transcript=ctx.transcript,
+            calls=ctx.calls,
+            prompt_tokens=ctx.prompt_tokens,
+            completion_tokens=ctx.completion_tokens,
+        )
+    return record
+
+
+def results_table(cfg: GamesConfig, store: RunStore) -> list[dict[str, Any]]:
+    """One row per (game, opponent, seat) over the finished episodes of this selection."""
+    records = store.records()
+    rows = []
+    seen: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for unit in plan_units(cfg):
+        group = seen.setdefault((unit.game, unit.opponent, unit.seat), [])
+        rec = records.get(unit.key)
+        if rec is not None and not rec.get("error"):
+            group.append(rec)
+    for (g, opp, seat), recs in seen.items():
+        rows.append(summarize_episodes(make_game(g), opp, seat, recs))
+    return rows
+
+
+async def run_games(
+    cfg: GamesConfig,
+    *,
+    client: ModelClient | None = None,
+    console: Console | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run (or resume) a games evaluation and return the summary (results rows + run_dir)."""
+    console = console or Console(stderr=True)
+    if cfg.agent is None and client is None:
+        from mars_eval.models import make_client
+
+        client = make_client(cfg.model, cfg.base_urls, concurrency=cfg.concurrency)
+    try:
+        if client is not None:
+            await client.check()
+        model_name = (cfg.model or client.model) if client is not None else None
+        name = f"games-{slug(cfg.agent or model_name or 'model')}"
+        store = RunStore.for_run(cfg.output, name, cfg.identity(model_name), cfg.fresh)
+        try:
+            cached = CachedClient(client, store) if client is not None else None
+            return await _run(cfg, store, cached, console, progress, model_name)
+        finally:
+            store.close()
+    finally:
+        if client is not None:
+            await client.aclose()
+
+
+async def _run(
+    cfg: GamesConfig,
+    store: RunStore,
+    client: CachedClient | None,
+    console: Console,
+    show_progress: bool,
+    model_name: str | None,
+) -> dict[str, Any]:
+    units = plan_units(cfg)
+    todo = [u for u in units if not store.done(u.key)]
+    started = time.perf_counter()
+    gate = asyncio.Semaphore(cfg.concurrency)
+    errors = invalid = 0
+    bar = Progress(
+        TextColumn("[bold]episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        disable=not show_progress,
+    )
+    with bar:
+        task = bar.add_task("episodes", total=len(units), completed=len(units) - len(todo), stats="")
+
+        async def one(unit: Unit) -> None:
+            nonlocal errors, invalid
+            async with gate:
+                record = await run_unit(cfg, unit, client)
+            store.append(record)
+            errors += bool(record["error"])
+            invalid += bool(record.get("invalid"))
+            bar.update(task, advance=1, stats=f"invalid {invalid}  errors {errors}")
+
+        await asyncio.gather(*(one(u) for u in todo))
+    rows = results_table(cfg, store)
+    all_records = store.records()
+    failed = [u.key for u in units if (all_records.get(u.key) or {}).get("error")]
+    summary = {
+        "run_dir": str(store.dir),
+        "agent": cfg.agent,
+        "model": model_name,
+        "prompt_style": cfg.prompt_style if cfg.agent is None else None,
+        "episodes_per_seat": cfg.episodes,
+        "seed": cfg.seed,
+        "normalization": NORMALIZATION_NOTE,
+        "results": rows,
+        "errors": len(failed),
+        "calls_sent": client.sent if client is not None else 0,
+        "wall_seconds": round(time.perf_counter() - started, 3),
+    }
+    store.write_summary(summary)
+    return summary
+
+
+def print_results(summary: dict[str, Any], console: Console) -> None:
+    who = summary["agent"] or summary["model"]
+    table = Table(title=f"games · {who}", title_justify="left")
+    for col in ("game", "opponent", "seat", "episodes", "mean return", "normalized", "win", "draw", "loss"):
+        table.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
+    table.add_column("invalid", justify="right")
+    for r in summary["results"]:
+        table.add_row(
+            r["game"],
+            r["opponent"],
+            r["seat"],
+            str(r["episodes"]),
+            f"{r['mean_return']:+.3f}",
+            f"[bold]{r['normalized_return']:.1f}[/bold]",
+            f"{r['win_rate']:.1%}",
+            f"{r['draw_rate']:.1%}",
+            f"{r['loss_rate']:.1%}",
+            f"{r['invalid_rate']:.1%}",
+        )
+    console.print(table)
+    console.print(summary["normalization"])
+    if summary["errors"]:
+        console.print(
+            f"[yellow]{summary['errors']} episode(s) failed and are not counted; "
+            "the same command reruns them.[/yellow]"
+        )
+    console.print(f"run folder: {summary['run_dir']}")
+
+
+def games_command(
+    games: str | None,
+    train: bool,
+    held_out: bool,
+    model: str | None,
+    base_url: list[str],
+    agent: str | None,
+    opponents: str | None,
+    episodes: int,
+    seed: int,
+    output: str,
+    json_out: bool,
+    concurrency: int | None,
+    max_tokens: int | None,
+    temperature: float | None,
+    thinking: bool | None,
+    prompt_style: str | None,
+    fresh: bool,
+) -> int:
+    """The CLI body: exit code 0, or 1 when some episodes failed (rerun to retry them)."""
+    cfg = build_config(
+        games=games,
+        train=train,
+        held_out=held_out,
+        model=model,
+        base_url=base_url,
+        agent=agent,
+        opponents=opponents,
+        episodes=episodes,
+        seed=seed,
+        output=output,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        thinking=thinking,
+        prompt_style=prompt_style,
+        fresh=fresh,
+    )
+    summary = asyncio.run(run_games(cfg))
+    print_results(summary, Console())
+    if json_out:
+        keep = ("game", "opponent", "seat", "episodes", "mean_return", "normalized_return")
+        keep += ("win_rate", "draw_rate", "loss_rate", "invalid_rate")
+        results = [{k: r[k] for k in keep} for r in summary["results"]]
+        print(json.dumps({"run_dir": summary["run_dir"], "results": results}), flush=True)
+    return 1 if summary["errors"] else 0

@@ -1,0 +1,135 @@
+"""Past one device: torch.distributed (started by torchrun) with FSDP2 for the policy.
+
+One process per device. Every rank plays its own share of the episodes (its own seeds), the
+advantage statistics are computed over the gathered batch of all ranks, and the policy is
+sharded with FSDP2 (`torch.distributed.fsdp.fully_shard`: each decoder layer, then the root),
+which all-gathers parameters per layer for forward/backward and reduce-scatters (averages)
+gradients, so all ranks apply the same update. Generation needs whole weights on each rank
+with no collectives inside `generate` (ranks generate different lengths), so under FSDP the
+rollout engine holds its own unsharded copy that receives the full state dict after every
+update (for vLLM that copy is the vLLM engine itself).
+
+Command lines (the config is the same as for one device):
+
+    # one node, 8 GPUs
+    torchrun --nproc-per-node 8 -m training.cli --preset qwen3-4b --output runs/q4b
+    # several nodes (run on each node; node 0's address as the rendezvous endpoint)
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-id mars \
+        --rdzv-endpoint node0.example:29500 -m training.cli --preset qwen3-4b --output runs/q4b
+    # CPU test of the same code path: 2 processes, gloo
+    torchrun --nproc-per-node 2 -m training.cli --preset micro --output /tmp/m device=cpu
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+_COMM_DEVICE = torch.device("cpu")  # where small collective tensors live (cuda for nccl)
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def launched_by_torchrun() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def init(device: str) -> torch.device:
+    """Join the process group when launched with torchrun; return this rank's device."""
+    if launched_by_torchrun() and not is_distributed():
+        backend = "nccl" if device == "cuda" else "gloo"
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=30))
+    global _COMM_DEVICE
+    if device == "cuda":
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        _COMM_DEVICE = torch.device("cuda", local)
+        return _COMM_DEVICE
+    return torch.device("cpu")
+
+
+def shutdown() -> None:
+    if is_distributed():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def shard(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2: shard each transformer block, then the root (embeddings, norm, head)."""
+    from torch.distributed.fsdp import fully_shard
+
+    layers = getattr(getattr(model, "model", model), "layers", [])
+    for layer in layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Whole parameters on every rank, on the CPU (a collective under FSDP)."""
+    if not is_distributed():
+        return {k: v.detach() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
+
+
+def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    if not is_distributed():
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
+
+
+def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    if not is_distributed():
+        optimizer.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    if not is_distributed():
+        return [obj]
+    out: list[Any] = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def all_reduce_max(value: int) -> int:
+    if not is_distributed():
+        return value
+    t = torch.tensor([value], dtype=torch.long, device=_COMM_DEVICE)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def all_finite(value: float) -> bool:
+    """True when `value` is finite on every rank."""
+    ok = torch.tensor([1 if torch.isfinite(torch.tensor(value)) else 0], dtype=torch.long, device=_COMM_DEVICE)
+    if is_distributed():
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+    return bool(ok.item())
+
+
+def barrier() -> None:
+    if is_distributed():
+        dist.barrier()
