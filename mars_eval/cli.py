@@ -73,6 +73,9 @@ def mas(
     max_attempts: Annotated[int | None, typer.Option(help="Attempts per call before it is an error")] = None,
     engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
     serve: Annotated[bool, typer.Option("--serve", help="Start `vllm serve --model` around the run")] = False,
+    autogen_client: Annotated[
+        str, typer.Option(help="autogen's model client: adapter (our layer) or openai (autogen-ext's)")
+    ] = "adapter",
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     from mars_eval.report import print_summary_table
@@ -98,6 +101,7 @@ def mas(
         request_timeout=request_timeout,
         max_attempts=max_attempts,
         engine=engine,
+        autogen_client=autogen_client,
     )
     with _maybe_serve(serve, model, cfg):
         summary = asyncio.run(run_eval(cfg))

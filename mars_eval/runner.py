@@ -21,6 +21,7 @@ from mars_eval.mas.base import SampleContext, System, derive_seed
 from mars_eval.metrics import accuracy_metrics
 from mars_eval.models import make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.models.http import HTTPClient
 from mars_eval.report import RunProgress, print_summary_table
 from mars_eval.store import CachedClient, RunStore, slug
 from mars_eval.tasks import make_task
@@ -47,6 +48,7 @@ class EvalConfig:
     request_timeout: float | None = None
     max_attempts: int | None = None
     engine: str = "auto"
+    autogen_client: str = "adapter"
 
     def identity(self, model_name: str) -> dict[str, Any]:
         """What decides results, hence the run folder's hash. Limit and samples are left out on
@@ -61,6 +63,7 @@ class EvalConfig:
             "rounds": self.rounds,
             "agents": self.agents,
             "votes": self.votes,
+            "autogen_client": self.autogen_client if self.system == "autogen" else None,
         }
 
 
@@ -122,7 +125,9 @@ async def run_eval(
     """Run (or resume) an evaluation and return its summary. Raises ConfigError before any work."""
     console = console or Console(stderr=True)
     task = make_task(cfg.task)
-    system = make_system(cfg.system, rounds=cfg.rounds, agents=cfg.agents, votes=cfg.votes)
+    system = make_system(
+        cfg.system, rounds=cfg.rounds, agents=cfg.agents, votes=cfg.votes, autogen_client=cfg.autogen_client
+    )
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     problems = task.load(data_files=cfg.data_files, seed=cfg.seed)
@@ -141,6 +146,10 @@ async def run_eval(
     try:
         await client.check()
         model_name = cfg.model or client.model
+        if hasattr(system, "bind_endpoint") and getattr(system, "client", None) == "openai":
+            if not isinstance(client, HTTPClient):
+                raise ConfigError("--autogen-client openai needs --base-url")
+            system.bind_endpoint(client.pool.base_url, model_name, client.http)
         identity = cfg.identity(model_name)
         store = RunStore.for_run(
             cfg.output, f"{task.name}-{system.name}-{slug(model_name)}", identity, cfg.fresh

@@ -91,7 +91,8 @@ def compute_advantages(
         for (game, seat), mu in group_mean.items():
             stats[f"return_mean/{game}/p{seat}"] = mu
         centred = [
-            [v - group_mean[(tr.game, tr.seat)] for v in g] for tr, g in zip(trajectories, returns, strict=True)
+            [v - group_mean[(tr.game, tr.seat)] for v in g]
+            for tr, g in zip(trajectories, returns, strict=True)
         ]
     else:
         centred = [list(g) for g in returns]

@@ -29,7 +29,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-
 _COMM_DEVICE = torch.device("cpu")  # where small collective tensors live (cuda for nccl)
 
 
@@ -97,7 +96,9 @@ def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimize
     return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
 
 
-def load_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+def load_optimizer_state(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+) -> None:
     if not is_distributed():
         optimizer.load_state_dict(state)
         return
@@ -124,7 +125,9 @@ def all_reduce_max(value: int) -> int:
 
 def all_finite(value: float) -> bool:
     """True when `value` is finite on every rank."""
-    ok = torch.tensor([1 if torch.isfinite(torch.tensor(value)) else 0], dtype=torch.long, device=_COMM_DEVICE)
+    ok = torch.tensor(
+        [1 if torch.isfinite(torch.tensor(value)) else 0], dtype=torch.long, device=_COMM_DEVICE
+    )
     if is_distributed():
         dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     return bool(ok.item())

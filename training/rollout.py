@@ -94,7 +94,9 @@ def plan_episodes(
         for i in range(n_self):
             specs.append(EpisodeSpec(game_name, derive_seed(seed, game_name, "self", i), tuple(range(n))))
         for i in range(n_fixed):
-            specs.append(EpisodeSpec(game_name, derive_seed(seed, game_name, "fixed", i), (i % n,), fixed_spec))
+            specs.append(
+                EpisodeSpec(game_name, derive_seed(seed, game_name, "fixed", i), (i % n,), fixed_spec)
+            )
     return specs
 
 

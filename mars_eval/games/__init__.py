@@ -24,6 +24,7 @@ from __future__ import annotations
 from mars_eval.games.board import ConnectFourEpisode, TicTacToeEpisode
 from mars_eval.games.core import PROMPT_STYLES, Episode, Game
 from mars_eval.games.hanabi import HanabiEpisode
+from mars_eval.games.opponents import DEFAULT_OPPONENTS, Opponent, make_opponent
 from mars_eval.games.poker import KuhnEpisode, LeducEpisode
 from mars_eval.models.base import ConfigError
 
@@ -57,20 +58,15 @@ def make_game(name: str) -> Game:
     return _CACHE[name]
 
 
-def make_opponent(spec: str, game: Game, seed: int):  # noqa: ANN201 (Opponent; lazy import)
-    """Build an opponent by spec for a game; see mars_eval.games.opponents."""
-    from mars_eval.games.opponents import make_opponent as _make
-
-    return _make(spec, game, seed)
-
-
 __all__ = [
     "ALL_GAMES",
+    "DEFAULT_OPPONENTS",
     "GAMES_HELD_OUT",
     "GAMES_TRAIN",
     "PROMPT_STYLES",
     "Episode",
     "Game",
+    "Opponent",
     "make_game",
     "make_opponent",
 ]

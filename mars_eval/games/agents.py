@@ -73,8 +73,11 @@ class LLMAgent:
         return list(chat)
 
     async def act(self, episode: Episode, player: int) -> Move:
+        first_turn = player not in self._chats
         messages = self.prompt_for(episode, player)
-        self.ctx.note("prompt", player=player, message=messages[-1]["content"], turns=len(messages))
+        # The transcript gets only what is new in this prompt (earlier turns are already in it).
+        new = messages if first_turn or self.style == "compact" else messages[-1:]
+        self.ctx.note("prompt", player=player, messages=new, turns=len(messages))
         resp = await self.ctx.ask(f"player{player}", messages)
         if self.style == "full":
             self._chats[player].append({"role": "assistant", "content": resp.content})

@@ -6,7 +6,7 @@ coordinates. Player 0 plays x and moves first; player 1 plays o.
 
 from __future__ import annotations
 
-from mars_eval.games.core import Episode
+from mars_eval.games.core import Episode, paragraph
 
 MARKS = ("x", "o")
 
@@ -24,12 +24,12 @@ class TicTacToeEpisode(Episode):
         return f"{MARKS[player]}({action // 3},{action % 3})"
 
     def rules(self) -> str:
-        return (
-            "You are playing Tic-Tac-Toe on a 3x3 board. Players take turns placing their mark (x or o) on "
-            "an empty cell; x moves first. The first to get three marks in a row (horizontally, vertically or "
-            "diagonally) wins. If the board fills with no line, the game is a draw. Win = +1, loss = -1, "
-            'draw = 0. A move is named mark(row,col), rows and columns numbered 0-2 from the top left, e.g. '
-            '"x(1,2)" puts an x in the middle row, right column.'
+        return paragraph(
+            """You are playing Tic-Tac-Toe on a 3x3 board. Players take turns placing their mark (x or o)
+            on an empty cell; x moves first. The first to get three marks in a row (horizontally,
+            vertically or diagonally) wins. If the board fills with no line, the game is a draw.
+            Win = +1, loss = -1, draw = 0. A move is named mark(row,col), rows and columns numbered 0-2
+            from the top left, e.g. "x(1,2)" puts an x in the middle row, right column."""
         )
 
     def role(self, player: int) -> str:
@@ -44,7 +44,8 @@ class TicTacToeEpisode(Episode):
     def compact_view(self, player: int) -> str:
         rows = _grid(self.state.observation_string(player))
         m = MARKS[player]
-        return f"Tic-tac-toe, you are {m}.\n" + "\n".join(rows) + f"\nReply <answer>{m}(row,col)</answer>, 0-2."
+        board = "\n".join(rows)
+        return f"Tic-tac-toe, you are {m}.\n{board}\nReply <answer>{m}(row,col)</answer>, 0-2."
 
 
 class ConnectFourEpisode(Episode):

@@ -34,6 +34,11 @@ ANSWER_FORMAT = (
 )
 
 
+def paragraph(text: str) -> str:
+    """Collapse a triple-quoted block into one line of prose (keeps rule texts readable in code)."""
+    return " ".join(text.split())
+
+
 def normalize_action(text: str) -> str:
     """Case- and whitespace-insensitive key of an action name ("X (1, 2)" -> "x(1,2)")."""
     return re.sub(r"\s+", "", text).lower()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mars_eval.games.core import Episode
+from mars_eval.games.core import Episode, Game
 
 COLOR_NAMES = {"R": "red", "Y": "yellow", "G": "green", "W": "white", "B": "blue"}
 _PYSPIEL_MOVE = re.compile(r"\((Play|Discard) (\d+)\)|\(Reveal player \+1 (color|rank) (\w)\)")
@@ -43,7 +43,8 @@ def parse_observation(obs: str) -> HanabiView:
     lines = obs.split("\n")
     field = {ln.split(":")[0]: ln.split(":", 1)[1].strip() for ln in lines if ":" in ln}
     fireworks = {tok[0]: int(tok[1:]) for tok in field["Fireworks"].split()}
-    start, end = lines.index("Hands:") + 1, next(i for i, ln in enumerate(lines) if ln.startswith("Deck size"))
+    start = lines.index("Hands:") + 1
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("Deck size"))
     hands: list[list[CardView]] = [[]]
     for ln in lines[start:end]:
         if ln == "-----":
@@ -82,7 +83,7 @@ class HanabiEpisode(Episode):
 
     display_name = "Hanabi"
 
-    def __init__(self, game, seed: int):  # noqa: ANN001 (Game; avoids an import cycle in typing)
+    def __init__(self, game: Game, seed: int):
         self._events: list[dict] = []  # public outcome of each history entry
         super().__init__(game, seed)
 
@@ -128,7 +129,8 @@ class HanabiEpisode(Episode):
             return f"discarded card {ev['index']}, which was {ev['card']}"
         whose = "your" if who != viewer else "the partner's"
         cards = ", ".join(map(str, ev["touched"]))
-        return f"hinted {ev['what']} {ev['value']}: {whose} card(s) {cards}: all the {ev['what']} {ev['value']}"
+        what = f"{ev['what']} {ev['value']}"
+        return f"hinted {what}: {whose} card(s) {cards}: all the {what}"
 
     def seat_name(self, player: int) -> str:
         return "Partner"
@@ -136,13 +138,14 @@ class HanabiEpisode(Episode):
     def rules(self) -> str:
         p = self.game.params
         colors = ", ".join(f"{c} ({COLOR_NAMES[c]})" for c in self.colors)
+        middle = ", two of each rank in between" if p["ranks"] > 2 else ""
         return (
             f"You are playing Hanabi, a cooperative card game, with one partner. The deck has {p['colors']} "
             f"colors: {colors}, with ranks 1 to {p['ranks']} in each color (three copies of each 1, one copy "
-            f"of the top rank {p['ranks']}, two of each rank in between). Each player holds {p['hand_size']} "
-            "cards facing away: you see your partner's cards but never your own. Together you build one "
-            "firework per color by playing its cards in order 1, 2, ... The team score is the total number of "
-            f"cards played correctly (maximum {self.max_score}); you and your partner share it.\n"
+            f"of the top rank {p['ranks']}{middle}). Each player holds {p['hand_size']} "
+            "cards facing away: you see your partner's cards but never your own. Together you build "
+            "one firework per color by playing its cards in order 1, 2, ... The team score is the total "
+            f"number of cards played correctly (maximum {self.max_score}); you and your partner share it.\n"
             "On your turn do exactly one of:\n"
             '- "Play card N": play your card N. If it is the next rank of its color it is added to the '
             "firework; otherwise it is discarded and the team loses one life token.\n"
@@ -163,7 +166,8 @@ class HanabiEpisode(Episode):
 
     def _scoreline(self, v: HanabiView) -> str:
         fw = ", ".join(f"{c}={v.fireworks[c]}" for c in self.colors)
-        nxt = " ".join(f"{c}{v.fireworks[c] + 1}" for c in self.colors if v.fireworks[c] < self.game.params["ranks"])
+        top = self.game.params["ranks"]
+        nxt = " ".join(f"{c}{v.fireworks[c] + 1}" for c in self.colors if v.fireworks[c] < top)
         return (
             f"Score so far: {sum(v.fireworks.values())} of {self.max_score}. Fireworks: {fw} "
             f"(playable next: {nxt or 'nothing, all complete'})."
@@ -172,7 +176,9 @@ class HanabiEpisode(Episode):
     def view(self, player: int) -> str:
         v = parse_observation(self.state.observation_string(player))
         own = [f"  card {i + 1}: {_knowledge(cv)}" for i, cv in enumerate(v.own)]
-        partner = [f"  card {i + 1}: {cv.card} (partner knows: {_knowledge(cv)})" for i, cv in enumerate(v.partner)]
+        partner = [
+            f"  card {i + 1}: {cv.card} (partner knows: {_knowledge(cv)})" for i, cv in enumerate(v.partner)
+        ]
         p = self.game.params
         return "\n".join(
             [

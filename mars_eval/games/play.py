@@ -18,7 +18,9 @@ from mars_eval.games.core import Episode, Game
 MAX_TURNS = 500  # far above any game's length: a guard against a non-terminating loop
 
 
-async def play_episode(episode: Episode, seats: dict[int, EpisodeAgent], evaluated: set[int]) -> dict[str, Any]:
+async def play_episode(
+    episode: Episode, seats: dict[int, EpisodeAgent], evaluated: set[int]
+) -> dict[str, Any]:
     """Play `episode` to the end; `seats` maps every player to its agent.
 
     Only evaluated seats can forfeit: a built-in opponent always returns a legal action.

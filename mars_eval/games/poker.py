@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from mars_eval.games.core import Episode
+from mars_eval.games.core import Episode, Game, paragraph
 
 KUHN_CARDS = ("J", "Q", "K")
 LEDUC_RANKS = ("J", "Q", "K")  # pyspiel Leduc card c has rank c // 2 (two suits per rank)
@@ -84,7 +84,7 @@ class LeducEpisode(_PokerEpisode):
 
     display_name = "Leduc Hold'em"
 
-    def __init__(self, game, seed: int):  # noqa: ANN001 (Game; avoids an import cycle in typing)
+    def __init__(self, game: Game, seed: int):
         self._rounds: list[int] = []  # betting round of each history entry
         super().__init__(game, seed)
 
@@ -101,15 +101,15 @@ class LeducEpisode(_PokerEpisode):
         self._rounds.append(int(self._info(player)["Round"]))
 
     def rules(self) -> str:
-        return (
-            "You are playing Leduc hold'em, one hand. The deck has six cards: two Jacks, two Queens and two "
-            "Kings (J < Q < K). Each player antes 1 chip and is dealt one private card. There are two betting "
-            "rounds; player 1 acts first in each. With no bet to face you may Check or Bet; facing a bet you "
-            "may Fold, Call or Raise. Bets and raises are 2 chips in round 1 and 4 chips in round 2, with at "
-            "most two bets/raises per round. After round 1 one public card is revealed. At showdown a player "
-            "whose private card matches the public card (a pair) wins; otherwise the higher card wins; equal "
-            "ranks split the pot. Folding loses everything you put in. Your payoff is the chips you win or "
-            "lose (between -13 and +13)."
+        return paragraph(
+            """You are playing Leduc hold'em, one hand. The deck has six cards: two Jacks, two Queens
+            and two Kings (J < Q < K). Each player antes 1 chip and is dealt one private card. There
+            are two betting rounds; player 1 acts first in each. With no bet to face you may Check or
+            Bet; facing a bet you may Fold, Call or Raise. Bets and raises are 2 chips in round 1 and
+            4 chips in round 2, with at most two bets/raises per round. After round 1 one public card
+            is revealed. At showdown a player whose private card matches the public card (a pair)
+            wins; otherwise the higher card wins; equal ranks split the pot. Folding loses everything
+            you put in. Your payoff is the chips you win or lose (between -13 and +13)."""
         )
 
     def view(self, player: int) -> str:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -366,10 +368,10 @@ async def _run(
 
 def print_results(summary: dict[str, Any], console: Console) -> None:
     who = summary["agent"] or summary["model"]
-    table = Table(title=f"games · {who}", title_justify="left")
-    for col in ("game", "opponent", "seat", "episodes", "mean return", "normalized", "win", "draw", "loss"):
-        table.add_column(col, justify="left" if col in ("game", "opponent", "seat") else "right")
-    table.add_column("invalid", justify="right")
+    table = Table(title=f"games · {who}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("game", "opponent", "seat", "n", "mean", "norm", "win", "draw", "loss", "invalid"):
+        left = col in ("game", "opponent", "seat")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True)
     for r in summary["results"]:
         table.add_row(
             r["game"],
@@ -378,10 +380,10 @@ def print_results(summary: dict[str, Any], console: Console) -> None:
             str(r["episodes"]),
             f"{r['mean_return']:+.3f}",
             f"[bold]{r['normalized_return']:.1f}[/bold]",
-            f"{r['win_rate']:.1%}",
-            f"{r['draw_rate']:.1%}",
-            f"{r['loss_rate']:.1%}",
-            f"{r['invalid_rate']:.1%}",
+            f"{r['win_rate']:.0%}",
+            f"{r['draw_rate']:.0%}",
+            f"{r['loss_rate']:.0%}",
+            f"{r['invalid_rate']:.0%}",
         )
     console.print(table)
     console.print(summary["normalization"])
@@ -432,7 +434,8 @@ def games_command(
         fresh=fresh,
     )
     summary = asyncio.run(run_games(cfg))
-    print_results(summary, Console())
+    # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
+    print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
     if json_out:
         keep = ("game", "opponent", "seat", "episodes", "mean_return", "normalized_return")
         keep += ("win_rate", "draw_rate", "loss_rate", "invalid_rate")

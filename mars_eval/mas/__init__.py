@@ -24,7 +24,7 @@ def make_system(name: str, **options: Any) -> System:
     if name == "autogen":
         from mars_eval.mas.autogen_chat import AutoGenChat
 
-        return AutoGenChat(rounds=opts.get("rounds", 3))
+        return AutoGenChat(rounds=opts.get("rounds", 3), client=opts.get("autogen_client", "adapter"))
     if name == "debate":
         from mars_eval.mas.du_debate import DuDebate
 

@@ -29,6 +29,7 @@ if none has one, the last from the reviewer's; else None. "TERMINATE" is removed
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, Literal
@@ -57,6 +58,12 @@ from pydantic import BaseModel
 from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.models.base import ConfigError, Message
 from mars_eval.tasks.base import Problem, Task
+
+# autogen's runtime logs a traceback for every failed model call; with no logging configured
+# Python's last-resort handler would print it to stderr over the progress display. The failure
+# itself is re-raised to the runner, which records it, so the log stays quiet unless the user
+# configures logging.
+logging.getLogger("autogen_core").addHandler(logging.NullHandler())
 
 ASSISTANT, REVIEWER = "assistant", "reviewer"
 TERMINATE = "TERMINATE"
@@ -247,15 +254,19 @@ class AutoGenChat:
             raise ConfigError(f"autogen needs --rounds >= 1, got {rounds}")
         if client not in ("adapter", "openai"):
             raise ConfigError(f"autogen client must be 'adapter' or 'openai', got {client!r}")
-        if client == "openai" and not (base_url and model):
-            raise ConfigError("autogen with client='openai' needs a base URL and a model name")
         self.rounds = int(rounds)
         self.client = client
         self.base_url = base_url
         self.model = model
         self.http_client = http_client  # an httpx.AsyncClient to share; else one per model client
 
+    def bind_endpoint(self, base_url: str, model: str, http_client: Any) -> None:
+        """Point the 'openai' client at the runner's endpoint pool (its retries, limits, balancing)."""
+        self.base_url, self.model, self.http_client = base_url, model, http_client
+
     def _model_client(self, ctx: SampleContext, agent: str) -> ChatCompletionClient:
+        if self.client == "openai" and not (self.base_url and self.model):
+            raise ConfigError("autogen with client='openai' needs a base URL and a model name")
         if self.client == "adapter":
             return AgentModelClient(ctx, agent)
         from mars_eval.mas.autogen_openai import make_openai_agent_client

@@ -255,6 +255,15 @@ def _side(value: Any) -> str | None:
     return None
 
 
+# Placeholders a moderator writes when it has no answer; a task extractor would accept them.
+_NON_ANSWER = re.compile(
+    r"^[\s\-_.?]*$|^(?:none|null|nil|n/?a|tbd|pending|unknown|unclear|undecided|undetermined|neither|both"
+    r"|no (?:answer|idea|consensus|verdict|preference|decision)|not (?:sure|decided|determined|clear|yet)"
+    r"|to be (?:determined|decided))\b",
+    re.IGNORECASE,
+)
+
+
 def _answer_text(value: Any) -> str | None:
     """The verdict's answer as text; empty, null and placeholder values mean 'no answer'."""
     if isinstance(value, bool) or value is None:
@@ -267,9 +276,7 @@ def _answer_text(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     v = value.strip()
-    if v.lower() in ("", "none", "null", "n/a", "na", "undecided", "unknown", "tbd", "-"):
-        return None
-    return v
+    return None if not v or _NON_ANSWER.match(v) else v
 
 
 @dataclass
@@ -310,13 +317,18 @@ def parse_verdict(text: str) -> Verdict | None:
 # --- verdict answers -> task answers ------------------------------------------------------
 
 _BOXED_WHOLE = re.compile(r"^\\(?:boxed|fbox)\{(.*)\}$", re.DOTALL)
-_PAREN_LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
+_ANSWER_LEAD = re.compile(
+    r"^(?:so\s*,?\s*)?(?:the\s+)?(?:final\s+|correct\s+|debate\s+)?answer\s*(?:is\s*:?|:|=)\s*", re.IGNORECASE
+)
+# "(C)", "C)", "C." -> "C"; a bare lowercase letter is left alone (it may be a math answer, "e").
+_PAREN_LETTER = re.compile(r"^\(([A-Za-z])\)[.:]?$|^([A-Z])\)?[.:]?$")
 _OPTION_LETTER = re.compile(r"^(?:option|choice)\s*\(?([A-Za-z])\)?$", re.IGNORECASE)
 
 
 def normalize_answer_text(raw: str) -> str:
-    """Strip what a verdict wraps a bare answer in: quotes, $..$, \\boxed{..}, "(C)", "Option C"."""
-    s = raw.strip().strip("`").strip()
+    """Strip what a verdict wraps a bare answer in: "The answer is", quotes, $..$, \\boxed{..},
+    "(C)", "Option C"."""
+    s = _ANSWER_LEAD.sub("", raw.strip().strip("`").strip(), count=1).strip()
     for _ in range(3):  # nested wrappers, e.g. "$\\boxed{73}$."
         before = s
         s = s.rstrip(".").strip()
@@ -330,7 +342,7 @@ def normalize_answer_text(raw: str) -> str:
         if s == before:
             break
     m = _PAREN_LETTER.match(s) or _OPTION_LETTER.match(s)
-    return m.group(1).upper() if m else s
+    return next(g for g in m.groups() if g).upper() if m else s
 
 
 def extract_verdict_answer(raw: str | None, task: Task) -> str | None:
@@ -339,14 +351,20 @@ def extract_verdict_answer(raw: str | None, task: Task) -> str | None:
     Verdicts state bare answers ("73", "\\boxed{73}", "C", "(C)"), which a task's extractor
     may not accept bare, so the normalized text is offered in the forms answer formats use,
     in this order: `\\boxed{x}`, `Answer: x`, `The final answer is x`, then the raw text as
-    written. The first form the task extracts an answer from wins.
+    written (first, when it already holds a `\\boxed{}`). The first form the task extracts an
+    answer from wins; a single lowercase letter is also tried upper-cased. Placeholders ("none",
+    "no answer", "undetermined", ...) are no answer.
     """
-    if not raw:
+    if not raw or _NON_ANSWER.match(raw.strip()):
         return None
     core = normalize_answer_text(raw)
-    if not core:
+    if not core or _NON_ANSWER.match(core):
         return None
     forms = (f"\\boxed{{{core}}}", f"Answer: {core}", f"The final answer is {core}", raw)
+    if "\\boxed" in raw or "\\fbox" in raw:  # already in answer form: read it as written first
+        forms = (raw, *forms)
+    if len(core) == 1 and core.islower():  # "c" for a choice task (tried after "c" itself)
+        forms = (*forms, f"\\boxed{{{core.upper()}}}", f"Answer: {core.upper()}")
     for form in forms:
         answer = task.extract(form)
         if answer is not None and str(answer).strip():

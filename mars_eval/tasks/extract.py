@@ -8,8 +8,9 @@ Math answers (`extract_math_answer`), in this order of preference:
   1. the content of the LAST `\\boxed{...}` or `\\fbox{...}` (balanced braces, so
      `\\boxed{\\frac{1}{2}}` works; an empty box is skipped);
   2. the LAST "answer is X" / "answer: X" / "final answer = X" (also `**Answer:** X`), where X
-     is the math span (`$...$`, `\\(...\\)`) or leading number after it, or the rest of the
-     line when short;
+     is the box or math span (`$...$`, `\\(...\\)`) after it, else a leading number ("42
+     because ..."), else the rest of the line when it is short: a formula as is, a sentence
+     ("the number of ways is 120") by its last number;
   3. the last number on the final non-empty line.
   Nothing found: None (the sample is scored wrong, never guessed).
 
@@ -31,9 +32,12 @@ _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOX_BARE = re.compile(r"\\boxed\s+([^\s${}]+)")  # "\boxed 5" (no braces)
 _MATH_SPAN = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _ANSWER_LEAD = re.compile(r"\banswer\b\s*(?:\*\*)?\s*(?:is\s*:?|:|=)\s*(?:\*\*)?\s*", re.IGNORECASE)
-_LEADING_NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?(?:/\d+)?)(?=$|[\s.,;:!)])")
-_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_NUM = r"[+-]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"  # 12, -3.5, 1,000
+# A number that ends the answer: "42", "42.", "42 because ...", "5 apples"; not "2 \sqrt{3}".
+_LEADING_NUMBER = re.compile(rf"^({_NUM}(?:/\d+)?)(?=\s*$|[.,;:!)](?!\d)|\s+[A-Za-z])")
+_NUMBER = re.compile(_NUM)
 _MAX_PLAIN_ANSWER = 40  # a plain-text "answer is ..." longer than this is prose, not an answer
+_MAX_PLAIN_WORDS = 2  # "x^2 + 1" is an answer; "the number of ways is 120" is a sentence
 
 
 def strip_thinking(text: str | None) -> str:
@@ -81,6 +85,19 @@ def last_boxed(text: str) -> str | None:
     return inner
 
 
+_FORMAT_WRAP = re.compile(r"^\\(?:text|textbf|mathbf|mathrm|mbox)\s*\{(.*)\}$", re.DOTALL)
+_PAREN_NUMBER = re.compile(r"^\(\s*([+-]?\d+)\s*\)$")
+
+
+def unwrap_answer(answer: str) -> str:
+    """Drop formatting around a whole answer: `\\textbf{(073)}` -> `073`, `\\text{5}` -> `5`."""
+    s = answer.strip()
+    while (m := _FORMAT_WRAP.match(s)) is not None and _balanced(s, s.index("{")) == m.group(1):
+        s = m.group(1).strip()
+    m = _PAREN_NUMBER.match(s)
+    return m.group(1) if m is not None else s
+
+
 def _clean_stated(rest: str) -> str | None:
     """The answer in the text that follows an "answer is" phrase (see module docstring)."""
     rest = rest.strip().strip("*").strip()
@@ -97,6 +114,9 @@ def _clean_stated(rest: str) -> str | None:
     plain = rest.rstrip(" .;").strip("*").strip()
     if not plain or len(plain) > _MAX_PLAIN_ANSWER:
         return None
+    if len(re.findall(r"[A-Za-z]{2,}", plain)) > _MAX_PLAIN_WORDS and "\\" not in plain:
+        numbers = _NUMBER.findall(plain)  # a sentence: its last number, if any, is the answer
+        return numbers[-1] if numbers else None
     return plain
 
 
@@ -107,7 +127,7 @@ def extract_math_answer(text: str | None) -> str | None:
         return None
     boxed = last_boxed(text)
     if boxed is not None:
-        return boxed
+        return unwrap_answer(boxed)
     for m in reversed(list(_ANSWER_LEAD.finditer(text))):
         stated = _clean_stated(text[m.end() :].split("\n", 1)[0])
         if stated is not None:
@@ -120,13 +140,14 @@ def extract_math_answer(text: str | None) -> str | None:
     return None
 
 
-_LETTERS = "ABCD"
 _CHOICE_PATTERNS = (
     re.compile(r'"answer"\s*:\s*"\s*\(?([A-D])\)?\s*"', re.IGNORECASE),  # JSON field; letter below
     re.compile(r"\\boxed\s*\{\s*(?:\\text(?:bf)?\s*\{)?\s*\(?([A-D])\)?\s*\}"),
-    # "Answer: C", "**Answer:** C", "answer is (C)", "The correct answer is C)", "answer: **B**"
+    # "Answer: C", "**Answer:** C", "answer is (C)", "The correct answer is C)", "answer: **B**",
+    # and a lowercase letter only in parentheses ("Answer: (c)"): "answer is a ..." is prose.
     re.compile(
-        r"(?i:\banswer)\s*(?:\*\*)?\s*(?i:is)?\s*[:：]?\s*(?:\*\*)?\s*[\(\[]?\s*(?:\*\*)?([A-D])(?![A-Za-z0-9])"
+        r"(?i:\banswer)\s*(?:\*\*)?\s*(?i:is)?\s*[:：]?\s*(?:\*\*)?\s*"
+        r"(?:[\(\[]?\s*(?:\*\*)?([A-D])|\(([a-d])\))(?![A-Za-z0-9])"
     ),
     re.compile(r"(?i:\bcorrect\s+(?:option|choice)\s+is)\s*[:：]?\s*\(?([A-D])(?![A-Za-z0-9])"),
 )
@@ -135,24 +156,21 @@ _CHOICE_PATTERNS = (
 _LETTER_LINE = re.compile(r"^\W*\(?([A-D])\)?\W*$|^\W*\(([A-D])\)\s|^\**([A-D])\)\s|\(([A-D])\)[\s.*!]*$")
 
 
-def extract_choice_letter(text: str | None, letters: str = _LETTERS) -> str | None:
-    """The last multiple-choice letter stated in `text` (one of `letters`), or None."""
+def extract_choice_letter(text: str | None) -> str | None:
+    """The last multiple-choice letter (A-D) stated in `text`, or None."""
     text = strip_thinking(text)
     if not text:
         return None
     found: list[tuple[int, str]] = []
     for pattern in _CHOICE_PATTERNS:
         for m in pattern.finditer(text):
-            letter = m.group(1).upper() if pattern is _CHOICE_PATTERNS[0] else m.group(1)
-            if letter in letters:
-                found.append((m.end(1), letter))
+            group = next(i for i in range(1, (pattern.groups or 0) + 1) if m.group(i) is not None)
+            found.append((m.end(group), m.group(group).upper()))
     if found:
         return max(found)[1]
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if lines:
         m = _LETTER_LINE.search(lines[-1].strip())
         if m is not None:
-            letter = next(g for g in m.groups() if g is not None)
-            if letter in letters:
-                return letter
+            return next(g for g in m.groups() if g is not None)
     return None

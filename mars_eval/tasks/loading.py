@@ -14,6 +14,7 @@ sets, how to authenticate).
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import socket
 import threading
@@ -28,6 +29,7 @@ from mars_eval.models.base import ConfigError
 _BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 _PROBE_TIMEOUT_S = 3.0
 _TRUE = {"1", "true", "yes", "on"}
+_PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,33 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
         )
     import datasets
 
+    options: dict[str, Any] = {}
+    if builder == "csv":
+        # Every cell as text: type inference would turn "073" into 73 and "None" into NaN.
+        header = _csv_header(path)
+        options = {"features": datasets.Features({c: datasets.Value("string") for c in header})}
+        options["keep_default_na"] = False
+    bars_were_on = not datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # a small local file needs no "Generating train split" bar
     try:
-        ds = datasets.load_dataset(builder, data_files=str(path), split="train")
+        ds = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
     except Exception as e:
         raise ConfigError(f"--data-files {path}: cannot read it as {builder}: {_one_line(e)}") from e
+    finally:
+        if bars_were_on:
+            datasets.enable_progress_bars()
     return [dict(row) for row in ds]
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ConfigError(f"--data-files {path}: cannot read it as csv: {_one_line(e)}") from e
+    if not header:
+        raise ConfigError(f"--data-files {path}: empty csv file")
+    return header
 
 
 def _env_true(name: str) -> bool:
@@ -133,8 +157,12 @@ def _auth_hint(source: HubDataset) -> str:
 
 def _hub_error(source: HubDataset, task: str, reason: str) -> ConfigError:
     fix = "pass --data-files PATH (a local JSON/JSONL/CSV/Parquet copy with the hub columns)"
-    auth = _auth_hint(source) if source.gated else "set HF_TOKEN if the hub needs authentication"
-    return ConfigError(f"cannot load task {task} from the hub ({source.repo}: {reason}); {fix}, or {auth}")
+    if source.gated:
+        auth = f"hub access to gated {source.repo}: accept its terms at {source.page}, then run "
+        auth += "`huggingface-cli login` or set HF_TOKEN"
+    else:
+        auth = "set HF_TOKEN if the hub needs authentication"
+    return ConfigError(f"cannot load task {task} from the hub ({source.repo}: {reason}); {fix}; {auth}")
 
 
 def _is_auth_error(e: BaseException) -> bool:
@@ -146,7 +174,8 @@ def _load_hub(source: HubDataset, task: str) -> list[dict[str, Any]]:
     import datasets
 
     offline = _env_true("HF_HUB_OFFLINE") or _env_true("HF_DATASETS_OFFLINE")
-    if not offline and not _hub_reachable():
+    behind_proxy = any(os.environ.get(v) for v in _PROXY_VARS)  # a direct probe would be misleading
+    if not offline and not behind_proxy and not _hub_reachable():
         offline = True
     context = _offline_mode() if offline else contextlib.nullcontext()
     try:

@@ -16,6 +16,9 @@ from mars_eval.tasks.extract import extract_choice_letter, extract_math_answer, 
         ("\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}", "\\left( 3, \\frac{\\pi}{2} \\right)"),
         ("First try \\boxed{3}. Wait, recheck: \\boxed{5}.", "5"),
         ("\\fbox{17}", "17"),
+        ("so $d = \\boxed{\\textbf{(073)}}.$", "073"),
+        ("\\boxed{\\text{Evelyn}}", "Evelyn"),
+        ("\\boxed{\\text{a} + \\text{b}}", "\\text{a} + \\text{b}"),  # not one wrapper: kept
         ("\\boxed 7 is it", "7"),
         ("\\boxed{\\boxed{8}}", "8"),
         ("set \\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
@@ -29,6 +32,11 @@ from mars_eval.tasks.extract import extract_choice_letter, extract_math_answer, 
         ("Therefore, she has 12 apples left.", "12"),  # last number on the final line
         ("The total is -3.5 meters", "-3.5"),
         ("Step 1: 4 + 4 = 8\n\nSo there are 8 legs.\n", "8"),
+        ("Answer: The number of ways is 120.", "120"),  # a sentence: its last number
+        ("Answer: 2 \\sqrt{3}", "2 \\sqrt{3}"),  # not just the leading 2
+        ("Answer: 5 apples", "5"),
+        ("The answer is 1,000.", "1,000"),
+        ("Answer: Evelyn", "Evelyn"),
         ("I am not sure how to solve this.", None),
         ("", None),
         ("The answer is left as an exercise for the motivated reader who enjoys such things.", None),

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import torch
 
 from training.batch import build_rows, gather_response
-from training.engines import GenSettings, Generation
+from training.engines import Generation, GenSettings
 from training.loss import token_logprobs
 
 
@@ -66,7 +66,9 @@ class TransformersEngine:
         return rows
 
     @torch.no_grad()
-    def score(self, prompts: list[list[int]], responses: list[list[int]], temperature: float) -> list[list[float]]:
+    def score(
+        self, prompts: list[list[int]], responses: list[list[int]], temperature: float
+    ) -> list[list[float]]:
         """log pi(response token | prefix) at `temperature`, row by row."""
         out: list[list[float]] = []
         for i in range(0, len(prompts), self.score_batch_size):
@@ -90,7 +92,8 @@ class TransformersEngine:
                 responses = [toks if toks else [self.pad_id] for toks, _ in sampled]
                 logps = self.score(chunk, responses, settings.temperature)
                 results.extend(
-                    Generation(r, lp, stopped) for r, lp, (_, stopped) in zip(responses, logps, sampled, strict=True)
+                    Generation(r, lp, stopped)
+                    for r, lp, (_, stopped) in zip(responses, logps, sampled, strict=True)
                 )
             return results
         finally:

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 import torch
 
 from mars_eval.models.base import ConfigError
-from training.engines import GenSettings, Generation
+from training.engines import Generation, GenSettings
 
 
 def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> int:
@@ -85,7 +85,9 @@ class VLLMEngine:
             )
             for i in range(len(prompts))
         ]
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        outputs = self.llm.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
+        )
         results = []
         for out in outputs:
             comp = out.outputs[0]

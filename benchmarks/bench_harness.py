@@ -1,0 +1,168 @@
+"""Harness overhead: does `mars-eval mas` keep an endpoint saturated, and what does a call cost it?
+
+Setup: the scripted server in its own process (so its CPU is not counted) answers every call
+after a fixed latency L (default 0.5 s) with no capacity limit. `single` runs N (default 200)
+AIME-like problems from a local data file, so all N calls may be in flight at once.
+
+Figures:
+  saturation  = (end of the last call - start of the first call) / L, from the server's log.
+                1.0 is the bound (every call in flight together); target <= 1.1.
+  client saturation = the same span as the harness saw it (call start to response parsed, from
+                the transcripts): includes the client's own time to send and to take replies in.
+  CPU per call (in-process) = time.process_time() over `run_eval` / calls: the harness's own
+                cost per call (task loading, prompts, HTTP client, run store, scoring, summary),
+                without interpreter start-up and imports. Target < 2 ms.
+  CPU per call (CLI) = user+sys CPU of the whole `mars-eval mas` subprocess (and its children)
+                / calls: what a user's process really spends, start-up and imports included.
+
+Rerun: python benchmarks/bench_harness.py [--calls 200] [--latency 0.5] [--mode both|inprocess|cli]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from tests.support.cli import cli_env, mars_eval_command, mas_args  # noqa: E402
+from tests.support.datasets import write_aime_set  # noqa: E402
+
+MODEL = "scripted-model"
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "tests.support.scripted_server", "--port", "0", "--latency", str(latency)]
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip() if proc.stdout else ""
+    if not line.startswith("READY "):
+        proc.kill()
+        raise SystemExit(f"scripted server did not start: {line!r}")
+    return proc, line.split()[1]
+
+
+def server_stats(base_url: str, reset: bool = False) -> dict:
+    root = base_url.removesuffix("/v1")
+    stats = httpx.get(f"{root}/admin/stats", timeout=10).json()
+    if reset:
+        httpx.post(f"{root}/admin/reset", timeout=10)
+    return stats
+
+
+def run_inprocess(base_url: str, data: Path, calls: int, output: Path) -> dict:
+    from mars_eval.models.base import SamplingParams
+    from mars_eval.runner import EvalConfig, run_eval
+
+    def config(limit: int, folder: str) -> EvalConfig:
+        return EvalConfig(
+            task="aime24",
+            system="single",
+            model=MODEL,
+            base_urls=[base_url],
+            data_files=str(data),
+            limit=limit,
+            params=SamplingParams(),
+            output=str(output / folder),
+            fresh=True,
+        )
+
+    # A small warm-up run first, so lazily imported modules are not billed to the measured run;
+    # the measured run still builds its own client, connection pool and run store from scratch.
+    asyncio.run(run_eval(config(5, "warmup"), progress=False))
+    server_stats(base_url, reset=True)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    summary = asyncio.run(run_eval(config(calls, "measured"), progress=False))
+    return {"cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - wall0, "summary": summary}
+
+
+def run_cli(base_url: str, data: Path, calls: int, output: Path) -> dict:
+    args = mas_args(model=MODEL, base_urls=[base_url], output=output, data_files=data)
+    args += ["--limit", str(calls), "--fresh"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall0 = time.perf_counter()
+    proc = subprocess.run([*mars_eval_command(), *args], capture_output=True, text=True, env=cli_env())
+    wall = time.perf_counter() - wall0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"mars-eval failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"cpu_s": cpu, "wall_s": wall, "summary": summary}
+
+
+def client_span(run_dir: str) -> float:
+    """First call start to last call end as the harness saw them (transcripts in samples.jsonl)."""
+    starts, ends = [], []
+    for line in (Path(run_dir) / "samples.jsonl").read_text().splitlines():
+        for turn in json.loads(line).get("transcript", []):
+            if "started" in turn:
+                starts.append(turn["started"])
+                ends.append(turn["started"] + turn["latency_s"])
+    return max(ends) - min(starts)
+
+
+def report(name: str, result: dict, stats: dict, latency: float) -> dict:
+    calls = result["summary"]["llm_calls"]
+    span = stats["last_end"] - stats["first_start"]
+    seen = client_span(result["summary"]["run_dir"])
+    row = {
+        "mode": name,
+        "calls": calls,
+        "errors": result["summary"]["errors"],
+        "peak_in_flight": stats["peak_in_flight"],
+        "call_span_s": round(span, 3),
+        "saturation": round(span / latency, 3),
+        "client_call_span_s": round(seen, 3),
+        "client_saturation": round(seen / latency, 3),
+        "cpu_per_call_ms": round(1000 * result["cpu_s"] / calls, 3),
+        "process_cpu_s": round(result["cpu_s"], 3),
+        "process_wall_s": round(result["wall_s"], 3),
+    }
+    print(
+        f"{name:10s} calls={calls} errors={row['errors']} peak in flight={row['peak_in_flight']}  "
+        f"calls span {span:.3f} s = {row['saturation']:.3f} x latency bound at the server, "
+        f"{seen:.3f} s = {row['client_saturation']:.3f} x in the harness;  "
+        f"CPU {row['cpu_per_call_ms']:.2f} ms/call ({row['process_cpu_s']:.2f} s CPU, "
+        f"{row['process_wall_s']:.2f} s wall)"
+    )
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--latency", type=float, default=0.5)
+    p.add_argument("--mode", choices=("both", "inprocess", "cli"), default="both")
+    args = p.parse_args()
+
+    server, base_url = start_server(args.latency)
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            data = write_aime_set(Path(tmp) / "bench.jsonl", n=args.calls).path
+            if args.mode in ("both", "inprocess"):
+                result = run_inprocess(base_url, data, args.calls, Path(tmp) / "runs-inprocess")
+                rows.append(report("in-process", result, server_stats(base_url, reset=True), args.latency))
+            if args.mode in ("both", "cli"):
+                result = run_cli(base_url, data, args.calls, Path(tmp) / "runs-cli")
+                rows.append(report("cli", result, server_stats(base_url, reset=True), args.latency))
+    finally:
+        server.terminate()
+        server.wait(10)
+    print("targets: saturation <= 1.1, in-process CPU < 2 ms/call")
+    print("rerun: python benchmarks/bench_harness.py " + " ".join(sys.argv[1:]))
+    print(json.dumps({"benchmark": "harness", "latency_s": args.latency, "results": rows}))
+
+
+if __name__ == "__main__":
+    main()

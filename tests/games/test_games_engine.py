@@ -1,0 +1,56 @@
+"""Games through the in-process transformers engine on a tiny checkpoint (compact style from its
+mars_eval.json): the whole path works with a real model, and its nonsense is counted as invalid."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from mars_eval.games.runner import build_config, run_games
+from mars_eval.models.tiny import build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny-games"))
+    (path / "mars_eval.json").write_text(
+        json.dumps({"prompt_style": "compact", "max_tokens": 8, "thinking": False})
+    )
+    return str(path)
+
+
+def test_tiny_checkpoint_plays_through_the_engine(tmp_path, tiny_checkpoint):
+    from mars_eval.models.transformers_engine import TransformersEngine
+
+    cfg = build_config(
+        games="tic_tac_toe,kuhn_poker",
+        train=False,
+        held_out=False,
+        model=tiny_checkpoint,
+        base_url=[],
+        agent=None,
+        opponents="random",
+        episodes=2,
+        seed=0,
+        output=str(tmp_path),
+        concurrency=None,
+        max_tokens=None,
+        temperature=None,
+        thinking=None,
+        prompt_style=None,
+        fresh=False,
+    )
+    assert cfg.prompt_style == "compact" and cfg.params.max_tokens == 8 and not cfg.params.thinking
+    engine = TransformersEngine(tiny_checkpoint)
+    summary = asyncio.run(run_games(cfg, client=engine, progress=False))
+    assert summary["errors"] == 0 and len(summary["results"]) == 4
+    records = [json.loads(x) for x in open(f"{summary['run_dir']}/samples.jsonl")]
+    assert len(records) == 8
+    for rec in records:
+        replies = [t for t in rec["transcript"] if t.get("agent")]
+        assert replies and all(0 < t["completion_tokens"] <= 8 for t in replies)
+        # A random-weight model cannot name a legal move: every episode ends on its first turn.
+        assert rec["invalid"] and len(replies) == 1
+    assert all(r["invalid_rate"] == 1.0 for r in summary["results"])

@@ -1,0 +1,246 @@
+"""The LLM agent end to end against a fake ModelClient, through the games runner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from mars_eval.games import make_game
+from mars_eval.games.agents import BuiltinAgent
+from mars_eval.games.runner import build_config, run_games
+from mars_eval.models.base import ChatResponse, ConfigError, ModelAccessError
+from tests.games.game_fakes import FakeCall, FakeClient, first_legal, legal_in
+
+
+def config(tmp_path, **kw):
+    base = dict(
+        games="kuhn_poker",
+        train=False,
+        held_out=False,
+        model="fake-model",
+        base_url=[],
+        agent=None,
+        opponents=None,
+        episodes=4,
+        seed=0,
+        output=str(tmp_path),
+        concurrency=None,
+        max_tokens=None,
+        temperature=None,
+        thinking=None,
+        prompt_style=None,
+        fresh=False,
+    )
+    return build_config(**{**base, **kw})
+
+
+def run(cfg, client):
+    return asyncio.run(run_games(cfg, client=client, progress=False))
+
+
+def rows_by(summary):
+    return {(r["game"], r["opponent"], r["seat"]): r for r in summary["results"]}
+
+
+def test_llm_plays_every_game_seat_and_opponent(tmp_path):
+    client = FakeClient()
+    cfg = config(tmp_path, games=None, train=True, episodes=3)
+    summary = run(cfg, client)
+    rows = rows_by(summary)
+    assert set(rows) == {
+        ("tic_tac_toe", "mcts100", "first"),
+        ("tic_tac_toe", "mcts100", "second"),
+        ("tic_tac_toe", "mcts1000", "first"),
+        ("tic_tac_toe", "mcts1000", "second"),
+        ("kuhn_poker", "cfr", "first"),
+        ("kuhn_poker", "cfr", "second"),
+        ("mini_hanabi", "self", "both"),
+    }
+    for r in rows.values():
+        assert r["episodes"] == 3 and r["invalid_rate"] == 0.0
+        assert r["win_rate"] + r["draw_rate"] + r["loss_rate"] == pytest.approx(1.0)
+        assert r["normalized_return"] == pytest.approx(make_game(r["game"]).normalize(r["mean_return"]))
+    # Always taking the first free cell loses to MCTS: the runner reports real games.
+    assert rows[("tic_tac_toe", "mcts1000", "second")]["loss_rate"] > 0.5
+    assert summary["errors"] == 0
+    records = [json.loads(line) for line in open(f"{summary['run_dir']}/samples.jsonl")]
+    assert len(records) == 21 and len({r["key"] for r in records}) == 21
+    hanabi = next(r for r in records if r["game"] == "mini_hanabi")
+    assert {t["agent"] for t in hanabi["transcript"] if "agent" in t} == {"player0", "player1"}
+    assert hanabi["key"].startswith("mini_hanabi|self|both|")
+
+
+def test_invalid_answers_lose_and_are_counted(tmp_path):
+    """Answers with a J are unparseable; those episodes are forfeited at the minimum payoff."""
+
+    def reply(call: FakeCall) -> str:
+        if "Your card: J" in call.last:
+            return "I fold... <answer>resign</answer>"
+        return first_legal(call)
+
+    summary = run(config(tmp_path, episodes=30), FakeClient(reply))
+    records = [json.loads(line) for line in open(f"{summary['run_dir']}/samples.jsonl")]
+    for rec in records:
+        seat = 0 if rec["seat"] == "first" else 1
+        dealt_j = (
+            make_game("kuhn_poker").new_episode(rec["seed"]).state.information_state_string(seat)[0] == "0"
+        )
+        assert rec["invalid"] == dealt_j
+        if dealt_j:
+            assert rec["agent_return"] == -2.0 and rec["invalid_player"] == seat
+            assert "answer" in rec["invalid_reason"]
+    for row in summary["results"]:
+        expected = sum(r["invalid"] for r in records if r["seat"] == row["seat"]) / 30
+        assert 0 < row["invalid_rate"] == pytest.approx(expected)
+        assert row["loss_rate"] >= row["invalid_rate"]
+
+
+def test_invalid_in_cooperative_hanabi_scores_zero(tmp_path):
+    summary = run(config(tmp_path, games="mini_hanabi", episodes=3), FakeClient(lambda c: "no tags"))
+    (row,) = summary["results"]
+    assert row["seat"] == "both" and row["invalid_rate"] == 1.0
+    assert row["mean_return"] == 0.0 and row["loss_rate"] == 1.0 and row["normalized_return"] == 0.0
+
+
+def test_truncated_reply_is_invalid(tmp_path):
+    def reply(call: FakeCall) -> ChatResponse:
+        return ChatResponse(content=f"<answer>{legal_in(call.last)[0]}</answer>", finish_reason="length")
+
+    summary = run(config(tmp_path, episodes=2), FakeClient(reply))
+    assert all(r["invalid_rate"] == 1.0 for r in summary["results"])
+
+
+def test_full_style_is_multi_turn_and_thinking_is_never_fed_back(tmp_path):
+    client = FakeClient(thinking="SECRET-THOUGHT")
+    run(config(tmp_path, games="tic_tac_toe", opponents="random", episodes=2), client)
+    assert not any("SECRET-THOUGHT" in m["content"] for c in client.calls for m in c.messages)
+    later = [c for c in client.calls if len(c.messages) > 2]
+    assert later, "no player moved twice"
+    for c in later:
+        roles = [m["role"] for m in c.messages]
+        assert roles[:2] == ["system", "user"] and roles[2::2] == ["assistant"] * len(roles[2::2])
+        assert all(m["content"].startswith("I will pick") for m in c.messages if m["role"] == "assistant")
+        assert "Legal actions" in c.messages[-1]["content"]
+
+
+def test_compact_style_is_single_turn(tmp_path):
+    client = FakeClient()
+    summary = run(config(tmp_path, prompt_style="compact", episodes=3), client)
+    assert client.calls and all([m["role"] for m in c.messages] == ["user"] for c in client.calls)
+    assert all(r["invalid_rate"] == 0.0 for r in summary["results"])
+
+
+def test_checkpoint_settings_pick_style_and_sampling(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "mars_eval.json").write_text(
+        json.dumps({"prompt_style": "compact", "temperature": 0.3, "max_tokens": 64})
+    )
+    cfg = config(tmp_path, model=str(ckpt))
+    assert cfg.prompt_style == "compact" and cfg.params.temperature == 0.3 and cfg.params.max_tokens == 64
+    cfg = config(tmp_path, model=str(ckpt), prompt_style="full", temperature=0.9, max_tokens=100)
+    assert cfg.prompt_style == "full" and cfg.params.temperature == 0.9 and cfg.params.max_tokens == 100
+    assert config(tmp_path).params.max_tokens == 4096 and config(tmp_path).prompt_style == "full"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"prompt_style": "tiny"}, "prompt style"),
+        ({"agent": "random"}, "not both"),
+        ({"games": "chess"}, "unknown game"),
+        ({"episodes": 0}, "episodes"),
+        ({"model": None, "agent": "mcts"}, "cannot play kuhn_poker"),
+        ({"opponents": "mcts100"}, "fits none"),
+        ({"games": "kuhn_poker,tic_tac_toe", "opponents": "cfr"}, "no opponent given for tic_tac_toe"),
+    ],
+)
+def test_bad_options_are_config_errors(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        config(tmp_path, **overrides)
+
+
+def test_opponent_list_applies_to_the_games_it_fits(tmp_path):
+    cfg = config(tmp_path, games="kuhn_poker,tic_tac_toe", opponents="random,mcts10")
+    assert cfg.opponents == {"kuhn_poker": ["random"], "tic_tac_toe": ["random", "mcts10"]}
+
+
+def test_same_seed_same_games(tmp_path):
+    """Replies depend on the per-call seed, so identical records prove seeds, deals and opponents repeat."""
+
+    def reply(call: FakeCall) -> str:
+        legal = legal_in(call.last)
+        return f"<answer>{legal[call.params.seed % len(legal)]}</answer>"
+
+    histories = []
+    for out in ("a", "b"):
+        s = run(config(tmp_path / out, games="tic_tac_toe,leduc_poker", episodes=3), FakeClient(reply))
+        recs = [json.loads(line) for line in open(f"{s['run_dir']}/samples.jsonl")]
+        histories.append(sorted((r["key"], r["history"], r["returns"]) for r in recs))
+    assert histories[0] == histories[1]
+    other = run(
+        config(tmp_path / "c", games="tic_tac_toe,leduc_poker", episodes=3, seed=1), FakeClient(reply)
+    )
+    recs = [json.loads(line) for line in open(f"{other['run_dir']}/samples.jsonl")]
+    assert sorted((r["key"], r["history"], r["returns"]) for r in recs) != histories[0]
+
+
+def test_model_errors_are_kept_apart_and_resumed(tmp_path):
+    calls = {"n": 0}
+
+    def flaky(call: FakeCall):
+        calls["n"] += 1
+        return (
+            ModelAccessError("HTTP 500 after retries") if "Your card: Q" in call.last else first_legal(call)
+        )
+
+    cfg = config(tmp_path, episodes=10)
+    first = run(cfg, FakeClient(flaky))
+    assert first["errors"] > 0
+    assert sum(r["episodes"] for r in first["results"]) == 20 - first["errors"]
+    healthy = FakeClient()
+    second = run(cfg, healthy)
+    assert second["errors"] == 0 and second["run_dir"] == first["run_dir"]
+    assert all(r["episodes"] == 10 for r in second["results"])
+    # Only the failed episodes were replayed; their completed calls came from the store.
+    assert 0 < len(healthy.calls) <= first["errors"] * 2
+    again = FakeClient()
+    run(cfg, again)
+    assert again.calls == []
+
+
+def test_episodes_run_side_by_side(tmp_path):
+    client = FakeClient(latency=0.02)
+    started = time.perf_counter()
+    run(config(tmp_path, episodes=16, concurrency=16), client)
+    assert client.peak >= 8
+    assert time.perf_counter() - started < len(client.calls) * 0.02 / 2
+
+
+def test_builtin_search_runs_off_the_event_loop():
+    class Slow:
+        name = "slow"
+
+        def act(self, episode):
+            time.sleep(0.3)
+            return episode.legal_actions()[0]
+
+    async def main() -> int:
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        move = await BuiltinAgent(Slow()).act(make_game("tic_tac_toe").new_episode(0), 0)
+        task.cancel()
+        assert move.action == "x(0,0)"
+        return ticks
+
+    assert asyncio.run(main()) >= 10

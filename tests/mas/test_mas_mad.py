@@ -1,0 +1,209 @@
+"""MAD (Liang et al.) protocol flow against a scripted fake model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from mas_fakes import PROBLEM, Call, FakeChoiceTask, FakeMathTask, ScriptedClient, make_ctx
+
+from mars_eval.mas import make_system
+from mars_eval.mas.mad import MADDebate
+from mars_eval.models.base import ConfigError, ModelAccessError
+
+AGENTS = ("affirmative", "negative", "moderator", "judge")
+NO_VERDICT = json.dumps({"preference": False, "supported_side": "", "reason": "both unsure", "answer": ""})
+
+
+def verdict(answer: object, side: str = "negative") -> str:
+    body = json.dumps({"preference": True, "supported_side": side, "reason": "clearer", "answer": answer})
+    return f"<think>compare the sides</think>Here is my verdict:\n```json\n{body}\n```"
+
+
+def debater_policy(moderator: list[str], judge: list[str] | None = None, aff: str = "73", neg: str = "72"):
+    """Debaters answer with a secret in their thinking; moderator/judge replies come from lists."""
+
+    def policy(call: Call) -> str:
+        if call.agent == "affirmative":
+            return f"<think>SECRET-aff-{call.n}</think>I say \\boxed{{{aff}}} (round {call.n + 1})."
+        if call.agent == "negative":
+            return f"<think>SECRET-neg-{call.n}</think>No, it is \\boxed{{{neg}}} (round {call.n + 1})."
+        if call.agent == "moderator":
+            return moderator[call.n]
+        if call.agent == "judge":
+            return (judge or [])[call.n]
+        raise AssertionError(f"unexpected agent {call.agent}")
+
+    return policy
+
+
+def run(policy, rounds: int = 3, task=None):
+    client = ScriptedClient(policy, AGENTS)
+    ctx = make_ctx(client)
+    result = asyncio.run(MADDebate(rounds).solve(PROBLEM, task or FakeMathTask(), ctx))
+    return result, client, ctx
+
+
+def test_round_one_verdict_stops_the_debate():
+    result, client, ctx = run(debater_policy([verdict("73", "affirmative")]))
+    assert client.agents_in_order() == ["affirmative", "negative", "moderator"]
+    assert result.answer == "73"
+    assert result.how == "moderator verdict, round 1"
+    assert result.details["stopped_early"] is True
+    assert result.details["source"] == "moderator"
+    assert result.details["verdicts"][0]["verdict"]["side"] == "affirmative"
+    notes = [t for t in ctx.transcript if t.get("event") == "verdict"]
+    assert len(notes) == 1 and notes[0]["answer"] == "73"
+
+
+def test_prompts_follow_the_protocol():
+    result, client, _ = run(debater_policy([NO_VERDICT, verdict("72")]))
+    assert client.agents_in_order() == ["affirmative", "negative", "moderator"] * 2
+    aff1, neg1, mod1, aff2, neg2, mod2 = client.calls
+    assert "What is 40 + 33?" in aff1.last_user and "\\boxed{}" in aff1.last_user
+    # The negative side sees the affirmative's answer and is told to disagree.
+    assert "I say \\boxed{73} (round 1)" in neg1.last_user and "disagree" in neg1.last_user
+    # Round 2: each side answers the other's latest argument, keeping its own history.
+    assert "No, it is \\boxed{72} (round 1)" in aff2.last_user
+    assert "I say \\boxed{73} (round 2)" in neg2.last_user
+    assert [m["role"] for m in aff2.messages] == ["system", "user", "assistant", "user"]
+    # The moderator sees both arguments of its round and its own earlier verdict.
+    assert "I say \\boxed{73} (round 1)" in mod1.last_user
+    assert "No, it is \\boxed{72} (round 1)" in mod1.last_user
+    assert "Round 2" in mod2.last_user and NO_VERDICT in mod2.text()
+    assert result.answer == "72" and result.how == "moderator verdict, round 2"
+
+
+def test_thinking_never_reaches_another_agent():
+    _, client, ctx = run(debater_policy([NO_VERDICT, NO_VERDICT, NO_VERDICT], [" a\n b", verdict("73")]))
+    assert len(client.calls) == 11
+    for call in client.calls:
+        assert "SECRET" not in call.text(), call.agent
+        assert "compare the sides" not in call.text()
+    # ... but it is kept in the transcript.
+    thinking = [t["thinking"] for t in ctx.transcript if t.get("agent") == "affirmative"]
+    assert thinking == ["SECRET-aff-0", "SECRET-aff-1", "SECRET-aff-2"]
+
+
+def test_judge_lists_candidates_then_picks():
+    judge = ["Candidates:\n73\n72", '{"reason": "affirmative is right", "answer": "73"}']
+    result, client, ctx = run(debater_policy([NO_VERDICT] * 3, judge))
+    assert client.agents_in_order() == ["affirmative", "negative", "moderator"] * 3 + ["judge", "judge"]
+    cand, pick = client.calls[-2:]
+    assert "I say \\boxed{73} (round 3)" in cand.last_user
+    assert "No, it is \\boxed{72} (round 3)" in cand.last_user
+    assert "Candidates:\n73\n72" in pick.text()  # the pick sees its own candidate list
+    assert result.answer == "73" and result.how == "judge verdict"
+    assert result.details == {
+        "rounds_run": 3,
+        "verdicts": result.details["verdicts"],
+        "source": "judge",
+        "stopped_early": False,
+    }
+    assert [v["parsed"] for v in result.details["verdicts"]] == [True, True, True]
+    assert any(t.get("event") == "judge_candidates" for t in ctx.transcript)
+
+
+def test_unparseable_verdicts_count_as_no_answer():
+    prose = "The affirmative side seems right, the answer is probably 73."
+    result, client, _ = run(debater_policy([prose, prose], ["73 or 72", verdict("72")]), rounds=2)
+    assert len(client.calls) == 3 * 2 + 2
+    assert [v["parsed"] for v in result.details["verdicts"]] == [False, False]
+    assert result.answer == "72" and result.details["source"] == "judge"
+
+
+@pytest.mark.parametrize("placeholder", ["no idea at all", "", None, "undetermined", "N/A", "Neither side"])
+def test_placeholder_verdict_answer_does_not_stop(placeholder):
+    result, client, _ = run(debater_policy([verdict(placeholder), verdict("73")]))
+    assert len(client.calls) == 6
+    assert result.answer == "73"
+    assert result.details["verdicts"][0]["parsed"] is True
+    assert result.details["verdicts"][0]["verdict"]["answer"] is None
+
+
+def test_verdict_answer_the_task_cannot_extract_does_not_stop():
+    def policy(call: Call) -> str:
+        if call.agent in ("affirmative", "negative"):
+            return "Answer: B"
+        return verdict("E") if call.n == 0 else verdict("B")
+
+    result, client, _ = run(policy, task=FakeChoiceTask())
+    assert len(client.calls) == 6
+    assert result.details["verdicts"][0]["verdict"]["answer"] == "E"
+    assert result.details["verdicts"][0]["answer"] is None
+    assert result.answer == "B" and result.how == "moderator verdict, round 2"
+
+
+@pytest.mark.parametrize(
+    ("judge", "aff", "neg", "answer", "source"),
+    [
+        (["x", "I pick \\boxed{72} without JSON"], "73", "72", "72", "judge_text"),
+        (["x", "no idea"], "73", "72", "73", "affirmative"),
+        (["x", "no idea"], "not sure", "72", "72", "negative"),
+        (["x", '{"answer": ""}'], "not sure", "unsure", None, "none"),
+    ],
+)
+def test_fallback_order(judge, aff, neg, answer, source):
+    def policy(call: Call) -> str:
+        if call.agent == "affirmative":
+            return aff if aff == "not sure" else f"\\boxed{{{aff}}}"
+        if call.agent == "negative":
+            return neg if neg == "unsure" else f"\\boxed{{{neg}}}"
+        return NO_VERDICT if call.agent == "moderator" else judge[call.n]
+
+    result, client, ctx = run(policy, rounds=1)
+    assert len(client.calls) == 5
+    assert result.answer == answer
+    assert result.details["source"] == source
+    fallbacks = [t for t in ctx.transcript if t.get("event") == "fallback"]
+    assert [f["source"] for f in fallbacks] == [source]
+
+
+@pytest.mark.parametrize("raw", ["73", "\\boxed{73}", 73, "$73$", " 73. ", ["73"]])
+def test_verdict_answer_forms_are_normalized(raw):
+    result, _, _ = run(debater_policy([verdict(raw)]))
+    assert result.answer == "73"
+
+
+@pytest.mark.parametrize("raw", ["C", "(C)", "\\boxed{C}", "Option C", "c"])
+def test_choice_verdicts(raw):
+    def policy(call: Call) -> str:
+        if call.agent in ("affirmative", "negative"):
+            return "Answer: B"
+        return verdict(raw)
+
+    result, _, _ = run(policy, task=FakeChoiceTask())
+    assert result.answer == "C"
+
+
+def test_latex_verdict_without_escaping():
+    """A moderator writing "\\boxed{73}" unescaped inside JSON must not lose the backslash."""
+    raw = '{"preference": true, "supported_side": "affirmative", "reason": "ok", "answer": "\\boxed{73}"}'
+    assert "\\boxed" in raw and "\\\\boxed" not in raw
+    result, _, _ = run(debater_policy([raw]))
+    assert result.answer == "73"
+
+
+def test_tokens_and_calls_are_counted():
+    _, client, ctx = run(debater_policy([NO_VERDICT, verdict("73")]))
+    assert ctx.calls == 6
+    assert ctx.prompt_tokens == client.prompt_tokens > 0
+    assert ctx.completion_tokens == client.completion_tokens > 0
+    messages = [t for t in ctx.transcript if "agent" in t and "content" in t]
+    assert [m["role"] for m in messages] == ["debater", "debater", "moderator"] * 2
+
+
+def test_model_errors_propagate():
+    def policy(call: Call):
+        return ModelAccessError("endpoint down") if call.agent == "negative" else "\\boxed{1}"
+
+    with pytest.raises(ModelAccessError):
+        run(policy)
+
+
+def test_registry_and_bad_rounds():
+    assert make_system("mad").rounds == 3
+    assert make_system("mad", rounds=2).rounds == 2
+    with pytest.raises(ConfigError):
+        MADDebate(rounds=0)

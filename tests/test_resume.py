@@ -1,0 +1,129 @@
+"""Kill `mars-eval mas` with SIGKILL part-way, run the same command again: nothing is lost,
+nothing finished is redone, and no completed call is sent twice. `--fresh` starts over.
+
+The scripted server stays up across both runs, so its request log covers both. A call is
+"completed" once its response is committed to the run's calls.sqlite; the only calls a rerun
+may send again are those answered by the server but not yet committed when the kill landed.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import mas_args, run_cli, start_cli
+from tests.support.datasets import write_aime_set
+from tests.support.scripted_policy import AnswerPolicy
+
+MODEL = "scripted-model"
+N = 40
+CONCURRENCY = 4
+LATENCY = 0.25  # 40 calls / 4 in flight x 0.25 s: about 2.5 s for a whole run
+
+
+def whole_lines(path: Path) -> list[dict]:
+    """Every line of samples.jsonl, each required to be complete JSON ending in a newline."""
+    raw = path.read_bytes()
+    assert raw == b"" or raw.endswith(b"\n"), "a torn trailing line"
+    return [json.loads(line) for line in raw.decode().splitlines()]
+
+
+def committed_calls(run_dir: Path) -> int:
+    db = sqlite3.connect(f"file:{run_dir / 'calls.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+    finally:
+        db.close()
+
+
+def only_run_dir(output: Path) -> Path:
+    dirs = [d for d in output.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+@pytest.fixture
+def setup(tmp_path, scripted_server):
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=N, wrong=(1, 2, 11, 30, 31, 39))
+    srv = scripted_server(AnswerPolicy(aime.scripts), latency=LATENCY)
+    extra = ["--concurrency", str(CONCURRENCY)]
+    args = mas_args(
+        model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", data_files=aime.path, extra=extra
+    )
+    return aime, srv, args, tmp_path / "runs"
+
+
+def test_sigkill_then_resume(setup):
+    aime, srv, args, output = setup
+    proc = start_cli(args)
+    samples = None
+    deadline = time.monotonic() + 60
+    # Kill once at least 8 samples are on disk (and well before all 40 are).
+    while time.monotonic() < deadline:
+        found = list(output.glob("*/samples.jsonl")) if output.exists() else []
+        if found and found[0].read_bytes().count(b"\n") >= 8:
+            samples = found[0]
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    assert samples is not None, "the run never wrote 8 samples"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(0.3)  # let the server log the calls the kill cut off
+
+    run_dir = samples.parent
+    first = whole_lines(samples)
+    finished = {r["key"] for r in first if not r["error"]}
+    assert 8 <= len(finished) < N, len(finished)
+    committed = committed_calls(run_dir)
+    ok_first = srv.stats()["ok"]
+    assert committed >= len(finished)  # every finished sample's call was committed
+
+    res = run_cli(args)
+    assert res.returncode == 0, res.describe()
+    s = res.summary
+    assert Path(s["run_dir"]) == run_dir
+    assert s["accuracy"] == pytest.approx(aime.accuracy()) == pytest.approx(34 / 40)
+    assert (s["n"], s["errors"], s["llm_calls"]) == (N, 0, N)
+    assert s["calls_sent"] == N - committed  # committed calls come from the store
+
+    final = whole_lines(samples)
+    keys = [r["key"] for r in final]
+    assert sorted(set(keys)) == sorted(f"{i}#0" for i in range(N))
+    assert len(keys) == N  # no finished sample was solved (and appended) a second time
+    assert [r for r in final[: len(first)]] == first  # the first run's lines were kept as written
+
+    # The request log over both runs: a body answered twice must be one whose answer the kill
+    # stopped from being committed, and there can be at most one per call slot in flight.
+    answered_twice = [k for k, n in srv.ok_bodies().items() if n > 1]
+    assert len(answered_twice) == ok_first - committed
+    assert len(answered_twice) <= CONCURRENCY
+    assert max(srv.ok_bodies().values()) <= 2
+    assert len(srv.ok_bodies()) == N
+
+
+def test_rerun_of_finished_run_sends_nothing_and_fresh_starts_over(setup):
+    aime, srv, args, output = setup
+    srv.latency = 0.0
+    res = run_cli(args)
+    assert res.returncode == 0, res.describe()
+    assert res.summary["calls_sent"] == N and srv.stats()["ok"] == N
+
+    again = run_cli(args)
+    assert again.returncode == 0, again.describe()
+    assert again.summary["calls_sent"] == 0 and srv.stats()["ok"] == N  # resumed: nothing to do
+    assert again.summary["accuracy"] == res.summary["accuracy"] == pytest.approx(aime.accuracy())
+
+    fresh = run_cli([*args, "--fresh"])
+    assert fresh.returncode == 0, fresh.describe()
+    assert fresh.summary["calls_sent"] == N and srv.stats()["ok"] == 2 * N  # every call sent again
+    assert fresh.summary["accuracy"] == res.summary["accuracy"]
+    run_dir = only_run_dir(output)
+    assert len(whole_lines(run_dir / "samples.jsonl")) == N  # the old lines were dropped
+    assert committed_calls(run_dir) == N
