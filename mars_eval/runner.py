@@ -9,6 +9,7 @@ errored ones are redone, and completed calls are answered from the store.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -65,6 +66,27 @@ class EvalConfig:
             "votes": self.votes,
             "autogen_client": self.autogen_client if self.system == "autogen" else None,
         }
+
+
+def matched_votes(cfg: EvalConfig, console: Console) -> int | None:
+    """Votes for a compute-matched `vote` run: the mean calls per sample of the newest finished
+    `mad` run on the same task and model in the same output folder (None: the system's default)."""
+    from pathlib import Path
+
+    model = cfg.model or ""
+    pattern = f"{make_task(cfg.task).name}-mad-{slug(model)}-*/summary.json" if model else None
+    found = sorted(Path(cfg.output).glob(pattern), key=lambda p: p.stat().st_mtime) if pattern else []
+    for path in reversed(found):
+        try:
+            mean_calls = json.loads(path.read_text())["llm_calls_per_sample"]
+        except (OSError, ValueError, KeyError):
+            continue
+        votes = max(1, round(mean_calls))
+        console.print(
+            f"vote: matching {path.parent.name}: {mean_calls:.2f} calls per sample -> {votes} votes"
+        )
+        return votes
+    return None
 
 
 def sample_key(problem: Problem, k: int) -> str:
@@ -128,6 +150,8 @@ async def run_eval(
     system = make_system(
         cfg.system, rounds=cfg.rounds, agents=cfg.agents, votes=cfg.votes, autogen_client=cfg.autogen_client
     )
+    if cfg.system == "vote" and cfg.votes is None:
+        cfg.votes = matched_votes(cfg, console)
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     problems = task.load(data_files=cfg.data_files, seed=cfg.seed)

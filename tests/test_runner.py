@@ -55,7 +55,9 @@ def test_exact_accuracy_and_summary_keys(tmp_path):
     assert summary["accuracy"] == pytest.approx(0.5)
     assert summary["pass@2"] == pytest.approx(0.5) and summary["majority@2"] == pytest.approx(0.5)
     assert summary["n"] == 10 and summary["samples"] == 2 and summary["errors"] == 0
-    assert summary["llm_calls"] == 20 and summary["prompt_tokens"] == 200 and summary["completion_tokens"] == 100
+    assert (
+        summary["llm_calls"] == 20 and summary["prompt_tokens"] == 200 and summary["completion_tokens"] == 100
+    )
     for key in ("run_dir", "task", "system", "model", "stderr", "wall_seconds"):
         assert key in summary
     lines = [json.loads(x) for x in open(f"{summary['run_dir']}/samples.jsonl")]
@@ -92,7 +94,9 @@ def test_fresh_starts_over(tmp_path):
 
 
 def cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "mars_eval.cli", *args], capture_output=True, text=True, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "mars_eval.cli", *args], capture_output=True, text=True, **kw
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,3 +120,16 @@ def test_missing_columns_is_a_clear_error(tmp_path):
     data.write_text('{"question": "1+1?", "solution": "2"}\n')
     r = cli("mas", "--task", "aime", "--data-files", str(data), "--output", str(tmp_path / "runs"))
     assert r.returncode == 2 and "answer" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_vote_matches_the_calls_of_a_mad_run(tmp_path):
+    from mars_eval.runner import matched_votes
+
+    run = tmp_path / "arith-mad-oracle-abc"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.6}))
+    from rich.console import Console
+
+    votes = matched_votes(cfg(tmp_path, system="vote", model="oracle"), Console(quiet=True))
+    assert votes == 5
+    assert matched_votes(cfg(tmp_path, system="vote", model="other"), Console(quiet=True)) is None

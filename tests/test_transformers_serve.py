@@ -8,6 +8,7 @@ of the result is checked, not its accuracy.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -108,7 +109,10 @@ def test_mas_single_arith_against_transformers_serve(served_tiny_model, tmp_path
     assert res.returncode == 0, res.describe()
     s = res.summary
     assert (s["task"], s["system"], s["model"], s["n"], s["samples"]) == ("arith", "single", model, 3, 1)
-    assert s["errors"] == 0, s.get("error_kinds")
+    errors = [
+        json.loads(ln)["error"] for ln in (Path(s["run_dir"]) / "samples.jsonl").read_text().splitlines()
+    ]
+    assert s["errors"] == 0, errors
     assert s["llm_calls"] == 3
     assert 0.0 <= s["accuracy"] <= 1.0 and s["stderr"] >= 0.0
     assert s["prompt_tokens"] > 0 and 0 < s["completion_tokens"] <= 3 * 16  # --max-tokens reached the server

@@ -9,8 +9,9 @@ of the mean number of calls one `mad` debate spends:
 
 With the debate usually settled by the moderator early, we take P(round 1) ~ 0.6,
 P(round 2) ~ 0.2, P(round 3) ~ 0.1, P(judge) ~ 0.1, giving
-0.6*3 + 0.2*6 + 0.1*9 + 0.1*11 = 5.0 calls. A `mad` run records its real calls per sample, so
-a user can match it exactly with `--votes N`.
+0.6*3 + 0.2*6 + 0.1*9 + 0.1*11 = 5.0 calls. A `mad` run records its real calls per sample:
+the runner uses it when a finished `mad` run of the same task and model sits in the same output
+folder (`runner.matched_votes`), and `--votes N` sets it outright.
 
 Voters run concurrently, each as its own agent ("voter0", "voter1", ...) so each has its own
 derived seed. Ties go to the tied answer seen first in voter order (`majority`); voters without
