@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import mas_args, run_cli
-from tests.support.datasets import ScriptedSet, write_aime_set
+from tests.support.datasets import ScriptedSet, write_aime_set, write_gpqa_set
 from tests.support.scripted_policy import AnswerPolicy, FaultPlan
 
 MODEL = "scripted-model"
@@ -43,7 +43,7 @@ def error_lines(stderr: str) -> list[str]:
 
 
 def test_transient_faults_do_not_change_accuracy(aime, scripted_server, tmp_path):
-    clean = scripted_server(AnswerPolicy(aime.scripts))
+    clean = scripted_server(aime.policy)
     res = run_mas(aime, [clean.base_url], tmp_path / "clean")
     assert res.returncode == 0, res.describe()
     base = res.summary
@@ -60,7 +60,7 @@ def test_transient_faults_do_not_change_accuracy(aime, scripted_server, tmp_path
         retry_after_s=0.2,
         seed=7,
     )
-    faulty = scripted_server(AnswerPolicy(aime.scripts), faults=faults)
+    faulty = scripted_server(aime.policy, faults=faults)
     res = run_mas(aime, [faulty.base_url], tmp_path / "faulty", "--request-timeout", "2")
     assert res.returncode == 0, res.describe()
     got = res.summary
@@ -79,7 +79,7 @@ def test_transient_faults_do_not_change_accuracy(aime, scripted_server, tmp_path
 
 def test_permanent_failure_is_an_error_not_a_wrong_answer(aime, scripted_server, tmp_path):
     # [Q05] is answered correctly when it gets through; every call for it fails with 500.
-    srv = scripted_server(AnswerPolicy(aime.scripts), faults=FaultPlan(always={"[Q05]": "500"}))
+    srv = scripted_server(aime.policy, faults=FaultPlan(always={"[Q05]": "500"}))
     args = ("--max-attempts", "3")
     res = run_mas(aime, [srv.base_url], tmp_path / "runs", *args)
     assert res.returncode == 0, res.describe()
@@ -106,8 +106,8 @@ def test_permanent_failure_is_an_error_not_a_wrong_answer(aime, scripted_server,
 
 
 def test_two_endpoints_both_serve(aime, scripted_server, tmp_path):
-    a = scripted_server(AnswerPolicy(aime.scripts), latency=0.1)
-    b = scripted_server(AnswerPolicy(aime.scripts), latency=0.1)
+    a = scripted_server(aime.policy, latency=0.1)
+    b = scripted_server(aime.policy, latency=0.1)
     res = run_mas(aime, [a.base_url, b.base_url], tmp_path / "runs")
     assert res.returncode == 0, res.describe()
     assert res.summary["accuracy"] == pytest.approx(16 / 20) and res.summary["errors"] == 0
@@ -155,7 +155,7 @@ def test_unknown_model_fails_before_any_work(scripted_server, tmp_path):
     ],
 )
 def test_bad_input_is_one_line(change, expected, aime, scripted_server, tmp_path):
-    srv = scripted_server(AnswerPolicy(aime.scripts))
+    srv = scripted_server(aime.policy)
     data = aime.path
     if change.get("data") == "missing":
         data = tmp_path / "missing.jsonl"
@@ -175,3 +175,20 @@ def test_bad_input_is_one_line(change, expected, aime, scripted_server, tmp_path
     lines = error_lines(res.stderr)
     assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], res.describe()
     assert srv.stats()["calls"] == 0
+
+
+def test_gpqa_letters_with_faults(scripted_server, tmp_path):
+    """Shuffled options, letters stated six ways, transient faults: accuracy is still exact."""
+    gpqa = write_gpqa_set(tmp_path / "gpqa.jsonl", n=12, wrong=(2, 7))
+    srv = scripted_server(gpqa.policy, faults=FaultPlan(rates={"500": 0.2, "drop": 0.2}, seed=3))
+    args = mas_args(
+        model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", task="gpqa", data_files=gpqa.path
+    )
+    res = run_cli(args)
+    assert res.returncode == 0, res.describe()
+    s = res.summary
+    assert (s["n"], s["errors"], s["llm_calls"]) == (12, 0, 12)
+    assert s["accuracy"] == pytest.approx(gpqa.accuracy()) == pytest.approx(10 / 12)
+    records = sample_records(s["run_dir"])
+    assert len({r["gold"] for r in records}) >= 3  # the correct option is not always at one letter
+    assert all(r["answer"] in ("A", "B", "C", "D") for r in records)

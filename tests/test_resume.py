@@ -18,7 +18,6 @@ import pytest
 
 from tests.support.cli import mas_args, run_cli, start_cli
 from tests.support.datasets import write_aime_set
-from tests.support.scripted_policy import AnswerPolicy
 
 MODEL = "scripted-model"
 N = 40
@@ -50,7 +49,7 @@ def only_run_dir(output: Path) -> Path:
 @pytest.fixture
 def setup(tmp_path, scripted_server):
     aime = write_aime_set(tmp_path / "aime.jsonl", n=N, wrong=(1, 2, 11, 30, 31, 39))
-    srv = scripted_server(AnswerPolicy(aime.scripts), latency=LATENCY)
+    srv = scripted_server(aime.policy, latency=LATENCY)
     extra = ["--concurrency", str(CONCURRENCY)]
     args = mas_args(
         model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", data_files=aime.path, extra=extra

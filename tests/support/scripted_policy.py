@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,6 +138,29 @@ class AnswerPolicy:
         if script is None:
             return Reply(content=self.default)
         return render(script.style, script.answer_for(req.seed), script.decoy, req.seed)
+
+
+class ChoicePolicy:
+    """Multiple choice: answer with the letter of a scripted option *text*.
+
+    The task shuffles options, so the letter is read from the prompt's "X) text" lines; the
+    style cycles per problem. A decoy letter (another option) goes into the thinking.
+    """
+
+    def __init__(self, picks: dict[str, str], styles: tuple[str, ...] = ("answer_line",)) -> None:
+        self.picks = picks  # problem key -> the option text to choose
+        self.styles = styles
+        self._order = sorted(picks, key=len, reverse=True)
+
+    def __call__(self, req: ScriptedRequest) -> Reply:
+        key = next((k for k in self._order if k in req.prompt), None)
+        if key is None:
+            return Reply(content="I cannot tell.")
+        options = dict(re.findall(r"^([A-J])\) (.*?)\s*$", req.prompt, re.MULTILINE))
+        letter = next((x for x, text in options.items() if text == self.picks[key]), "?")
+        decoy = next((x for x in options if x != letter), "?")
+        style = self.styles[self._order.index(key) % len(self.styles)]
+        return render(style, letter, decoy=decoy, seed=req.seed)
 
 
 Policy = Callable[[ScriptedRequest], "Reply | str"]

@@ -6,16 +6,17 @@ import asyncio
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.support.scripted_policy import AnswerPolicy, FaultPlan, Script, ScriptedRequest, render
 from tests.support.scripted_server import ScriptedServer
 
 MODEL = "scripted-model"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def client(srv: ScriptedServer, timeout: float = 5.0) -> openai.OpenAI:
