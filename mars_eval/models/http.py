@@ -2,7 +2,9 @@
 
 Two layers:
 - `EndpointPool` is an httpx transport. It holds the concurrency limit, spreads requests over
-  several endpoints by least in-flight, keeps pooled keep-alive connections, and retries 429
+  several endpoints by least in-flight, keeps pooled keep-alive connections (aiohttp does the
+  socket work: httpcore's pool costs tens of ms of CPU per request with hundreds of connections
+  open, aiohttp's a fraction of one), and retries 429
   (honouring Retry-After), 5xx, timeouts and dropped connections with exponential backoff and
   jitter, for a bounded number of attempts. Because it sits under httpx, the same pool serves
   our `HTTPClient` and any other OpenAI client (AutoGen's `OpenAIChatCompletionClient`).
@@ -19,6 +21,7 @@ import random
 import time
 from dataclasses import dataclass
 
+import aiohttp
 import httpx
 import openai
 
@@ -74,8 +77,8 @@ class EndpointPool(httpx.AsyncBaseTransport):
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-        self._transport = transport or httpx.AsyncHTTPTransport(limits=limits)
+        self._transport = transport  # an injected httpx transport (tests); else aiohttp sessions
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._semaphore: asyncio.Semaphore | None = None
         self._next = 0
         self.retries = 0
@@ -122,23 +125,14 @@ class EndpointPool(httpx.AsyncBaseTransport):
                 endpoint.in_flight += 1
                 endpoint.sent += 1
                 try:
-                    response = await self._transport.handle_async_request(self._rewrite(request, endpoint))
-                    # The raw (still encoded) body: the client decodes it once, as usual.
-                    raw = b"".join([chunk async for chunk in response.stream])
-                    await response.aclose()
+                    response = await self._send(self._rewrite(request, endpoint))
                 except (httpx.TimeoutException, httpx.TransportError) as exc:
                     last_error = exc
                     endpoint.down_until = time.monotonic() + self._delay(attempt, None)
                     retry_after = None
                 else:
                     if response.status_code not in RETRY_STATUS or attempt == self.max_attempts - 1:
-                        return httpx.Response(
-                            response.status_code,
-                            headers=response.headers,
-                            content=raw,
-                            extensions=response.extensions,
-                            request=request,
-                        )
+                        return response
                     retry_after = _retry_after(response.headers)
                     last_error = httpx.HTTPStatusError(
                         f"HTTP {response.status_code}", request=request, response=response
@@ -152,8 +146,43 @@ class EndpointPool(httpx.AsyncBaseTransport):
             assert last_error is not None
             raise last_error
 
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """One attempt; the whole body is read before returning (the slot is then free)."""
+        if self._transport is not None:
+            response = await self._transport.handle_async_request(request)
+            raw = b"".join([chunk async for chunk in response.stream])  # raw: the client decodes it
+            await response.aclose()
+            return httpx.Response(
+                response.status_code, headers=response.headers, content=raw, request=request
+            )
+        origin = f"{request.url.scheme}://{request.url.netloc.decode()}"
+        session = self._sessions.get(origin)
+        if session is None:
+            connector = aiohttp.TCPConnector(limit=self.concurrency, ttl_dns_cache=300)
+            session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+            self._sessions[origin] = session
+        t = request.extensions.get("timeout", {})
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.get("connect"), sock_read=t.get("read"))
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
+        try:
+            async with session.request(
+                request.method, str(request.url), data=request.content, headers=headers, timeout=timeout
+            ) as resp:
+                raw = await resp.read()
+                return httpx.Response(
+                    resp.status, headers=list(resp.raw_headers), content=raw, request=request
+                )
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise httpx.ReadTimeout(f"no response within the timeout ({exc})", request=request) from exc
+        except aiohttp.ClientError as exc:  # refused, reset, dropped mid-response
+            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}", request=request) from exc
+
     async def aclose(self) -> None:
-        await self._transport.aclose()
+        for session in self._sessions.values():
+            await session.close()
+        self._sessions.clear()
+        if self._transport is not None:
+            await self._transport.aclose()
 
 
 def normalize_base_url(url: str) -> str:
@@ -182,22 +211,23 @@ class HTTPClient:
         self.pool = EndpointPool(base_urls, concurrency, max_attempts, backoff_base=backoff_base)
         self.http = httpx.AsyncClient(transport=self.pool, timeout=httpx.Timeout(timeout, connect=10.0))
         self.api_key = api_key or "EMPTY"
+        self.strict_fields = False  # set when the server rejects top_k/min_p as unknown fields
         self.openai = openai.AsyncOpenAI(
             base_url=self.pool.base_url, api_key=self.api_key, http_client=self.http, max_retries=0
         )
 
     @staticmethod
-    def request_kwargs(params: SamplingParams) -> dict:
-        """The chat-completions arguments for our sampling settings (vLLM/SGLang extras in extra_body)."""
+    def request_kwargs(params: SamplingParams, strict: bool = False) -> dict:
+        """Chat-completions arguments for our sampling settings: vLLM/SGLang extras (top_k, min_p)
+        in extra_body unless the server is `strict` (rejects unknown fields)."""
+        extra: dict = {"chat_template_kwargs": {"enable_thinking": params.thinking}}
+        if not strict:
+            extra.update(top_k=params.top_k, min_p=params.min_p)
         kwargs: dict = {
             "temperature": params.temperature,
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
-            "extra_body": {
-                "top_k": params.top_k,
-                "min_p": params.min_p,
-                "chat_template_kwargs": {"enable_thinking": params.thinking},
-            },
+            "extra_body": extra,
         }
         if params.presence_penalty:
             kwargs["presence_penalty"] = params.presence_penalty
@@ -207,10 +237,21 @@ class HTTPClient:
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         started = time.perf_counter()
+        strict = self.strict_fields
         try:
-            completion = await self.openai.chat.completions.create(
-                model=self.model, messages=messages, **self.request_kwargs(params)
-            )
+            try:
+                completion = await self.openai.chat.completions.create(
+                    model=self.model, messages=messages, **self.request_kwargs(params, strict)
+                )
+            except openai.APIStatusError as exc:
+                # Strict servers (`transformers serve`) reject vLLM's sampling extras by name:
+                # drop them once for this client and go on with the standard fields.
+                if strict or not _rejects_extra_fields(exc):
+                    raise
+                self.strict_fields = True
+                completion = await self.openai.chat.completions.create(
+                    model=self.model, messages=messages, **self.request_kwargs(params, True)
+                )
         except openai.APIStatusError as exc:
             raise ModelAccessError(f"HTTP {exc.status_code}: {_error_message(exc)}") from exc
         except (openai.APIError, httpx.HTTPError) as exc:
@@ -258,8 +299,14 @@ class HTTPClient:
         await self.http.aclose()
 
 
+def _rejects_extra_fields(exc: openai.APIStatusError) -> bool:
+    return exc.status_code in (400, 422) and "unexpected field" in _error_message(exc).lower()
+
+
 def _error_message(exc: openai.APIStatusError) -> str:
     body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("detail"), str):  # FastAPI-style errors
+        return body["detail"][:300]
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and "message" in err:
