@@ -21,7 +21,8 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 
 from tests.support.scripted_server import ScriptedServer  # noqa: E402
 
-SHARED_DATA = Path("/work/shared/data")
+# The offline benchmark copies sit beside the checkout (../shared/data), in CI as here.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture

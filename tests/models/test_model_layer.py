@@ -77,7 +77,9 @@ def test_pool_gives_up_after_bounded_attempts():
     def handler(request):
         raise httpx.ConnectError("refused", request=request)
 
-    pool = EndpointPool(["http://a:1"], max_attempts=3, backoff_base=0.001, transport=httpx.MockTransport(handler))
+    pool = EndpointPool(
+        ["http://a:1"], max_attempts=3, backoff_base=0.001, transport=httpx.MockTransport(handler)
+    )
 
     async def go():
         async with httpx.AsyncClient(transport=pool) as c:
