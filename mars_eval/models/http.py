@@ -274,27 +274,48 @@ class HTTPClient:
             finish_reason=choice.finish_reason,
         )
 
-    async def check(self) -> None:
-        """Every endpoint must answer GET /models and serve `self.model`."""
+    async def check(self, attempts: int = 4) -> None:
+        """Every endpoint must answer GET /models and serve `self.model` (fail fast, one line).
+
+        Transient answers (5xx, 429, a dropped connection) are retried a few times, so a flaky
+        server is not mistaken for a missing one; a server without a model list (404) passes and
+        the first call tells.
+        """
         async with httpx.AsyncClient(timeout=10.0) as probe:
             for endpoint in self.pool.endpoints:
-                url = f"{endpoint.url}/models"
-                try:
-                    r = await probe.get(url, headers={"Authorization": f"Bearer {self.api_key}"})
-                except httpx.HTTPError as exc:
-                    raise ConfigError(f"cannot reach endpoint {endpoint.url} ({type(exc).__name__})") from exc
-                if r.status_code != 200:
-                    raise ConfigError(
-                        f"endpoint {endpoint.url} answered GET /models with HTTP {r.status_code}"
-                    )
-                try:
-                    served = [m["id"] for m in r.json().get("data", [])]
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    raise ConfigError(f"endpoint {endpoint.url} returned a malformed model list") from exc
+                served = await self._list_models(probe, endpoint, attempts)
                 if served and self.model not in served:
                     raise ConfigError(
                         f"model {self.model!r} not served at {endpoint.url}; it serves: {', '.join(served)}"
                     )
+
+    async def _list_models(self, probe: httpx.AsyncClient, endpoint: Endpoint, attempts: int) -> list[str]:
+        headers = {"Authorization": f"Bearer {self.api_key}"}
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                r = await probe.get(f"{endpoint.base}/models", headers=headers)
+            except httpx.HTTPError as exc:
+                if last:
+                    raise ConfigError(
+                        f"cannot reach endpoint {endpoint.base} ({type(exc).__name__})"
+                    ) from exc
+            else:
+                if r.status_code == 404:
+                    return []
+                if r.status_code == 200:
+                    try:
+                        return [m["id"] for m in r.json().get("data", [])]
+                    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                        raise ConfigError(
+                            f"endpoint {endpoint.base} returned a malformed model list"
+                        ) from exc
+                if r.status_code not in RETRY_STATUS or last:
+                    raise ConfigError(
+                        f"endpoint {endpoint.base} answered GET /models with HTTP {r.status_code}"
+                    )
+            await asyncio.sleep(0.25 * 2**attempt)
+        return []
 
     async def aclose(self) -> None:
         await self.openai.close()
