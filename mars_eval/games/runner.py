@@ -395,44 +395,10 @@ def print_results(summary: dict[str, Any], console: Console) -> None:
     console.print(f"run folder: {summary['run_dir']}")
 
 
-def games_command(
-    games: str | None,
-    train: bool,
-    held_out: bool,
-    model: str | None,
-    base_url: list[str],
-    agent: str | None,
-    opponents: str | None,
-    episodes: int,
-    seed: int,
-    output: str,
-    json_out: bool,
-    concurrency: int | None,
-    max_tokens: int | None,
-    temperature: float | None,
-    thinking: bool | None,
-    prompt_style: str | None,
-    fresh: bool,
-) -> int:
-    """The CLI body: exit code 0, or 1 when some episodes failed (rerun to retry them)."""
-    cfg = build_config(
-        games=games,
-        train=train,
-        held_out=held_out,
-        model=model,
-        base_url=base_url,
-        agent=agent,
-        opponents=opponents,
-        episodes=episodes,
-        seed=seed,
-        output=output,
-        concurrency=concurrency,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        thinking=thinking,
-        prompt_style=prompt_style,
-        fresh=fresh,
-    )
+def games_command(*, json_out: bool = False, **options: Any) -> int:
+    """The CLI body: `options` are `build_config`'s. Exit code 0, or 1 when some episodes failed
+    (rerun to retry them)."""
+    cfg = build_config(**options)
     summary = asyncio.run(run_games(cfg))
     # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
     print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
