@@ -122,7 +122,9 @@ def supervised_warmstart(model: torch.nn.Module, tokenizer: Any, cfg: Any, log=p
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.warmstart_lr, weight_decay=0.0)
     bs = cfg.warmstart_batch_size
     total = cfg.warmstart_epochs * ((len(examples) + bs - 1) // bs)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / total)
+    )
     gen = torch.Generator().manual_seed(cfg.seed)
     vocab = model.get_input_embeddings().weight.shape[0]
     model.train()
@@ -131,7 +133,9 @@ def supervised_warmstart(model: torch.nn.Module, tokenizer: Any, cfg: Any, log=p
         order = torch.randperm(len(examples), generator=gen).tolist()
         for i in range(0, len(order), bs):
             idx = order[i : i + bs]
-            ids, attn, mask = build_rows([prompts[j] for j in idx], [answers[j] for j in idx], tokenizer.pad_token_id)
+            ids, attn, mask = build_rows(
+                [prompts[j] for j in idx], [answers[j] for j in idx], tokenizer.pad_token_id
+            )
             q = torch.zeros(mask.shape + (vocab,))
             for b, j in enumerate(idx):
                 for t, pos in enumerate(mask[b].nonzero().squeeze(-1).tolist()):

@@ -26,7 +26,7 @@ import torch
 
 from mars_eval.games import ALL_GAMES, make_game, make_opponent
 from mars_eval.mas.base import derive_seed
-from mars_eval.models.base import ConfigError
+from mars_eval.models.base import ConfigError, SamplingParams
 from training import checkpoint as ckpt
 from training import distributed as dist
 from training.advantages import TrajectoryRewards, compute_advantages
@@ -184,7 +184,7 @@ class Trainer:
             self.tok,
             prompt_style=cfg.prompt_style,
             enable_thinking=cfg.enable_thinking,
-            settings=GenSettings(cfg.eval_temperature, cfg.top_p, cfg.top_k, cfg.eval_max_tokens),
+            settings=self._eval_settings(),
             shaping=RewardShaping.from_config(cfg),
             max_turns=cfg.max_turns,
         )
@@ -203,7 +203,9 @@ class Trainer:
             model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
             t0 = time.perf_counter()
             stats = supervised_warmstart(model, tok, cfg, log=self.log)
-            self.log(f"warm start done in {time.perf_counter() - t0:.0f}s: {stats}")
+            stats["warmstart_s"] = time.perf_counter() - t0
+            (self.out / "warmstart.json").write_text(json.dumps(stats, indent=2) + "\n")
+            self.log(f"warm start done in {stats['warmstart_s']:.0f}s: {stats}")
         else:
             dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
             tok = AutoTokenizer.from_pretrained(cfg.model)
@@ -239,14 +241,19 @@ class Trainer:
             score_batch_size=cfg.micro_batch_size,
         )
 
+    def _eval_settings(self) -> GenSettings:
+        """What `mars-eval games --model DIR` samples with: Qwen3's defaults for the thinking mode
+        (top_p/top_k) at the checkpoint's temperature and max_tokens (see _meta)."""
+        cfg = self.cfg
+        p = SamplingParams.for_mode(cfg.enable_thinking, temperature=cfg.eval_temperature)
+        return GenSettings(cfg.eval_temperature, p.top_p, p.top_k, cfg.eval_max_tokens)
+
     def _meta(self) -> dict[str, Any]:
         cfg = self.cfg
         return {
             "prompt_style": cfg.prompt_style,
             "temperature": cfg.eval_temperature,
             "max_tokens": cfg.eval_max_tokens,
-            "top_p": cfg.top_p,
-            "top_k": cfg.top_k,
             "thinking": cfg.enable_thinking,
             "trained_by": "mars-train",
         }
@@ -409,7 +416,7 @@ class Trainer:
                         loss = loss * 0.0  # joins the collectives, contributes nothing
                     loss.backward()
                     if not dummy:
-                        mb_loss += float(loss)
+                        mb_loss += float(loss.detach())
                         k = stats["tokens"]
                         for key, v in stats.items():
                             if key != "tokens":
@@ -499,6 +506,11 @@ class Trainer:
         view = LiveView(enabled=cfg.live and self.rank == 0, total=cfg.steps)
         status = 0
         with view:
+            if self.start_step == 0 and cfg.eval_every > 0:  # the starting point, for comparison
+                row = {"step": 0, "time": time.time(), **self.run_eval(0)}
+                self._write_metrics(row)
+                view.update(row)
+                self.log(_one_line(row))
             for step in range(self.start_step, cfg.steps):
                 t0 = time.perf_counter()
                 turns, metrics = self.rollout(step)

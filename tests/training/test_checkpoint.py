@@ -1,0 +1,68 @@
+"""Atomic checkpoints: a failure mid-write never leaves a folder that looks whole."""
+
+import json
+
+import pytest
+import torch
+
+from training import checkpoint as ckpt
+
+
+def test_atomic_write_replaces_whole(tmp_path):
+    target = tmp_path / "ck" / "step-1"
+    ckpt.atomic_dir_write(target, lambda d: (d / "a.txt").write_text("one"))
+    assert (target / "a.txt").read_text() == "one" and ckpt.is_complete(target)
+    ckpt.atomic_dir_write(target, lambda d: (d / "b.txt").write_text("two"))
+    assert not (target / "a.txt").exists() and (target / "b.txt").read_text() == "two"
+    assert [p.name for p in target.parent.iterdir()] == ["step-1"]  # no temp or old folders left
+
+
+def test_failed_write_leaves_previous_state(tmp_path):
+    target = tmp_path / "step-2"
+    ckpt.atomic_dir_write(target, lambda d: (d / "good").write_text("ok"))
+
+    def boom(d):
+        (d / "half").write_text("partial")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        ckpt.atomic_dir_write(target, boom)
+    assert (target / "good").exists() and not (target / "half").exists()
+    # the next save cleans the stale temp folder
+    ckpt.atomic_dir_write(tmp_path / "step-3", lambda d: None)
+    ckpt.atomic_dir_write(target, lambda d: (d / "x").write_text("1"))
+    assert not list(tmp_path.glob(".step-2.tmp-*"))
+
+
+def test_latest_ignores_incomplete(tmp_path):
+    for n in (1, 2):
+        ckpt.atomic_dir_write(
+            tmp_path / f"step-{n}",
+            lambda d: ((d / ckpt.STATE_DIR).mkdir(), torch.save({}, d / ckpt.STATE_DIR / "state.pt")),
+        )
+    half = tmp_path / "step-3"  # looks like a checkpoint but has no COMPLETE marker
+    (half / ckpt.STATE_DIR).mkdir(parents=True)
+    torch.save({}, half / ckpt.STATE_DIR / "state.pt")
+    assert ckpt.latest_step_checkpoint(tmp_path)[0] == 2
+
+
+def test_save_checkpoint_is_loadable(tmp_path, micro_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
+    out = ckpt.save_checkpoint(
+        tmp_path / "final",
+        state_dict=model.state_dict(),
+        model=model,
+        tokenizer=tok,
+        eval_meta={"prompt_style": "compact", "temperature": 0.7, "max_tokens": 16},
+        train_state={"step": 3},
+    )
+    assert json.loads((out / "mars_eval.json").read_text())["prompt_style"] == "compact"
+    again = AutoModelForCausalLM.from_pretrained(out)
+    for (k, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
+        assert torch.equal(a, b), k
+    assert ckpt.load_train_state(out)["step"] == 3
+    released = ckpt.copy_for_release(out, tmp_path / "release")
+    assert not (released / ckpt.STATE_DIR).exists() and (released / "mars_eval.json").exists()

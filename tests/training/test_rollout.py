@@ -1,0 +1,120 @@
+"""Rollouts: only the learner's own response tokens carry loss; turn rewards; fixed opponents."""
+
+import re
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from training.batch import build_rows
+from training.engines import Generation, GenSettings
+from training.engines.hf_engine import TransformersEngine
+from training.rewards import RewardShaping
+from training.rollout import EpisodeSpec, RolloutWorker, plan_episodes, rollout_metrics
+
+
+class FirstEmptyCell:
+    """A scripted engine: answers the first empty cell; seats in `broken` answer garbage."""
+
+    def __init__(self, tok, broken=()):
+        self.tok = tok
+        self.broken = broken
+
+    def generate(self, prompts, settings, seed):
+        out = []
+        for p in prompts:
+            text = self.tok.decode(p)
+            mark = re.search(r"you are (\w)", text).group(1)
+            rows = re.findall(r"^([.xo]{3})$", text, re.M)
+            cell = next((r, c) for r in range(3) for c in range(3) if rows[r][c] == ".")
+            answer = (
+                "nonsense"
+                if (mark == "o") in self.broken
+                else f"<answer>{mark}({cell[0]},{cell[1]})</answer>"
+            )
+            ids = self.tok(answer, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
+            out.append(Generation(ids, [-0.1] * len(ids), True))
+        return out
+
+    def update_weights(self, named):
+        pass
+
+    def sleep(self):
+        pass
+
+    def wake_up(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tok(micro_model_dir):
+    return AutoTokenizer.from_pretrained(micro_model_dir)
+
+
+def _worker(engine, tok, **kw):
+    return RolloutWorker(
+        engine,
+        tok,
+        prompt_style="compact",
+        enable_thinking=False,
+        settings=GenSettings(1.0, 1.0, 0, 16),
+        shaping=RewardShaping(),
+        **kw,
+    )
+
+
+def test_scripted_self_play_rewards(tok):
+    # first-empty-cell self-play: x takes (0,0) (0,2) (1,1) (2,0) and wins on the anti-diagonal
+    turns, results = _worker(FirstEmptyCell(tok), tok).play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert results[0].returns == [1.0, -1.0]
+    x = [t.reward for t in turns if t.seat == 0]
+    o = [t.reward for t in turns if t.seat == 1]
+    assert x == pytest.approx([0.05, 0.05, 0.05, 1.05])
+    assert o == pytest.approx([0.05, 0.05, -0.95])
+    assert [t.index for t in turns if t.seat == 0] == [0, 1, 2, 3]
+
+
+def test_invalid_answer_forfeits_with_penalty(tok):
+    turns, results = _worker(FirstEmptyCell(tok, broken=(True,)), tok).play(
+        [EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0
+    )
+    o = [t for t in turns if t.seat == 1]
+    assert len(o) == 1 and not o[0].valid
+    assert o[0].reward == pytest.approx(-1.0 - 10.0)  # the game's loss plus the extra penalty
+    assert results[0].invalid_by == 1
+    assert [t.reward for t in turns if t.seat == 0] == pytest.approx([0.05 + 1.0])  # forfeit: x wins
+    m = rollout_metrics(turns, results)
+    assert m["invalid/tic_tac_toe/p1"] == 1.0 and m["invalid/tic_tac_toe/p0"] == 0.0
+
+
+def test_fixed_opponent_turns_are_not_recorded(tok):
+    specs = [EpisodeSpec("tic_tac_toe", 5, (1,), "random"), EpisodeSpec("tic_tac_toe", 6, (0,), "random")]
+    turns, results = _worker(FirstEmptyCell(tok), tok).play(specs, seed=0)
+    assert {(t.episode, t.seat) for t in turns} == {(0, 1), (1, 0)}
+    assert all(len(r.returns) == 2 for r in results)
+
+
+def test_only_learner_response_tokens_have_loss_mask(micro_model_dir, tok):
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
+    engine = TransformersEngine(model, pad_id=tok.pad_token_id, eos_ids=[tok.eos_token_id], batch_size=8)
+    specs = plan_episodes(
+        ("tic_tac_toe",), 6, opponent="self", mix_opponent="random", mix_fraction=0.34, seed=3
+    )
+    assert sum(len(s.learner_seats) for s in specs) == 6
+    turns, _ = _worker(engine, tok).play(specs, seed=1)
+    assert turns
+    ids, attn, mask = build_rows(
+        [t.prompt_ids for t in turns], [t.response_ids for t in turns], tok.pad_token_id
+    )
+    for b, t in enumerate(turns):
+        masked = ids[b, 1:][mask[b] > 0].tolist()
+        assert masked == t.response_ids  # exactly the response, in order
+        assert mask[b].sum() == len(t.response_ids) == len(t.behaviour_logprobs)
+        unmasked = tok.decode(ids[b, 1:][(mask[b] == 0) & (attn[b, 1:] > 0)].tolist())
+        assert "Tic-tac-toe" in unmasked and "<|im_start|>assistant" in unmasked  # the prompt: no loss
+    # behaviour log-probs equal the trainer's own computation (ratio 1 before any update)
+    from training.loss import token_logprobs
+
+    logp, _ = token_logprobs(model, ids, attn, 1.0)
+    for b, t in enumerate(turns):
+        assert torch.allclose(logp[b][mask[b] > 0], torch.tensor(t.behaviour_logprobs), atol=1e-4)

@@ -1,0 +1,103 @@
+"""End to end on the micro preset: a run, exact resume, NaN handling (seconds each)."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from training.cli import main
+from training.config import build_config
+from training.trainer import Trainer
+
+QUIET = dict(log=lambda *_: None)
+
+
+def _weights(path):
+    return load_file(str(path / "model.safetensors"))
+
+
+def test_micro_cli_run_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    assert (
+        main(["--preset", "micro", "--output", str(out), "--steps", "2", "eval_every=2", "eval_episodes=2"])
+        == 0
+    )
+    for name in ("initial", "step-1", "step-2", "final"):
+        assert (out / "checkpoints" / name / "COMPLETE").exists(), name
+    meta = json.loads((out / "checkpoints" / "final" / "mars_eval.json").read_text())
+    assert meta["prompt_style"] == "compact" and meta["max_tokens"] == 16
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for key in ("loss", "kl", "clip_frac", "entropy", "adv_std", "rollout_tokens_per_s", "step_s"):
+        assert key in rows[-1]
+    assert "eval/tic_tac_toe/random/p0/normalized" in rows[-1]
+    ws = json.loads((out / "warmstart.json").read_text())
+    assert ws["warmstart_kl_last"] < ws["warmstart_kl_first"]  # the supervised warm start learned
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_pretrained(out / "checkpoints" / "final")
+    # RL changed the weights
+    a, b = _weights(out / "checkpoints" / "initial"), _weights(out / "checkpoints" / "final")
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    # a second run into the same folder without --resume is refused
+    assert main(["--preset", "micro", "--output", str(out)]) == 2
+
+
+def test_resume_matches_uninterrupted(tmp_path):
+    cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0})
+    assert Trainer(cfg, tmp_path / "a", **QUIET).run() == 0
+    assert Trainer(cfg, tmp_path / "b", stop_after=2, **QUIET).run() == 4  # "killed" after step 2
+    assert not (tmp_path / "b" / "checkpoints" / "final").exists()
+    assert Trainer(cfg, tmp_path / "b", resume=True, **QUIET).run() == 0
+    wa, wb = (
+        _weights(tmp_path / "a" / "checkpoints" / "final"),
+        _weights(tmp_path / "b" / "checkpoints" / "final"),
+    )
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+    ra = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    rb = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rb] == [1, 2, 3]
+    assert [r["loss"] for r in ra] == [r["loss"] for r in rb]
+
+
+def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
+    import training.trainer as trainer_mod
+
+    real = trainer_mod.ppo_loss
+    calls = {"n": 0}
+    messages = []
+
+    def flaky(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] > 1:  # the second step's first micro-batch
+            loss = loss * float("nan")
+        return loss, stats
+
+    monkeypatch.setattr(trainer_mod, "ppo_loss", flaky)
+    cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0, "minibatches": 1})
+    status = Trainer(cfg, tmp_path / "r", log=messages.append).run()
+    assert status == 3
+    ck = tmp_path / "r" / "checkpoints"
+    assert (ck / "step-1" / "COMPLETE").exists()
+    assert not (ck / "step-2").exists() and not (ck / "final").exists()
+    assert any("non-finite" in m and "step-1" in m for m in messages)
+    last = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["stopped"] == "non-finite loss" and last["last_good"] == "step-1"
+
+
+@pytest.mark.parametrize("estimator, norm, opponent", [("trajectory", "global", "random")])
+def test_ablation_switches_run(tmp_path, estimator, norm, opponent):
+    cfg = build_config(
+        "micro",
+        overrides={
+            "steps": 1,
+            "advantage": estimator,
+            "normalization": norm,
+            "opponent": opponent,
+            "eval_every": 0,
+        },
+    )
+    assert Trainer(cfg, tmp_path / "r", **QUIET).run() == 0
