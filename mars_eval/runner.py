@@ -9,6 +9,7 @@ errored ones are redone, and completed calls are answered from the store.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 import traceback
@@ -198,6 +199,10 @@ async def _run(
     console: Console,
     show_progress: bool,
 ) -> dict[str, Any]:
+    # Everything alive now (imported libraries, the dataset) lives for the whole run: freezing
+    # it keeps the cyclic GC from rescanning it hundreds of times (about 0.6 ms of CPU per call).
+    gc.collect()
+    gc.freeze()
     # Sample-major order, so a capped server sees every problem early.
     units = [(p, k) for k in range(cfg.samples) for p in problems]
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]

@@ -51,6 +51,8 @@ class RunStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
+        # Keys in memory: a call not stored yet (most of them) costs no query before it is sent.
+        self._call_keys = {row[0] for row in self._db.execute("SELECT key FROM calls")}
         self._records = self.load_records(self.samples_path)
         self._out = open(self.samples_path, "a", encoding="utf-8")  # noqa: SIM115 (lives with the store)
 
@@ -103,6 +105,8 @@ class RunStore:
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def get_call(self, key: str) -> ChatResponse | None:
+        if key not in self._call_keys:
+            return None
         row = self._db.execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
         return ChatResponse.from_dict(json.loads(row[0])) if row else None
 
@@ -110,6 +114,7 @@ class RunStore:
         self._db.execute(
             "INSERT OR REPLACE INTO calls (key, response) VALUES (?, ?)", (key, json.dumps(resp.to_dict()))
         )
+        self._call_keys.add(key)
 
     def count_calls(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]

@@ -48,7 +48,7 @@ class SamplingParams:
         return cls(**{**asdict(base), **fields})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # flat fields: no need for asdict's recursive copy (hot path)
 
 
 @dataclass
@@ -66,7 +66,7 @@ class ChatResponse:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**self.__dict__, "extra": dict(self.extra)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChatResponse:
