@@ -135,7 +135,9 @@ def games(
     opponents: Annotated[
         str | None, typer.Option(help="Comma-separated opponents (override defaults)")
     ] = None,
-    episodes: Annotated[int, typer.Option(help="Episodes per game, opponent and seat")] = 100,
+    episodes: Annotated[
+        int | None, typer.Option(help="Episodes per game, opponent and seat [default: 1000]")
+    ] = None,
     seed: int = 0,
     concurrency: Annotated[int | None, typer.Option(help="Episodes/calls in flight")] = None,
     temperature: float | None = None,

@@ -9,7 +9,7 @@ from the store, and deals, opponent moves and call seeds are all derived from th
 
 Seats: every competitive game is played with the evaluated agent moving first and second;
 with the "self" opponent (Hanabi) the agent plays both seats, reported as seat "both".
-Defaults: the training games when no game is chosen; 100 episodes per game, opponent and
+Defaults: the training games when no game is chosen; 1000 episodes per game, opponent and
 seat; the opponents of the paper (see opponents.DEFAULT_OPPONENTS); up to 4096 new tokens
 per move (the reference's limit: longer replies lose).
 
@@ -42,9 +42,9 @@ from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.store import CachedClient, RunStore, slug
 
-DEFAULT_EPISODES = 100
+DEFAULT_EPISODES = 1000  # the paper's tables use about 1000 episodes per game and seat
 DEFAULT_MAX_TOKENS = 4096
-DEFAULT_CONCURRENCY = 64
+DEFAULT_CONCURRENCY = 256
 CHECKPOINT_SETTINGS = "mars_eval.json"  # written by the trainer next to tiny checkpoints
 NORMALIZATION_NOTE = (
     "normalized = (mean return - min payoff) / (max payoff - min payoff) x 100; payoff ranges: "
@@ -156,7 +156,7 @@ def build_config(
     base_url: list[str],
     agent: str | None,
     opponents: str | None,
-    episodes: int,
+    episodes: int | None,
     seed: int,
     output: str,
     concurrency: int | None,
@@ -169,6 +169,7 @@ def build_config(
     """Validate the command's options into a GamesConfig (ConfigError on bad input)."""
     if agent and model:
         raise ConfigError("give either --agent (a built-in player) or --model (an LLM), not both")
+    episodes = DEFAULT_EPISODES if episodes is None else episodes
     if episodes < 1:
         raise ConfigError("--episodes must be at least 1")
     if concurrency is not None and concurrency < 1:
