@@ -125,3 +125,32 @@ def test_unknown_model_on_transformers_serve(served_tiny_model, tmp_path):
     res = run_cli(mas_args(model="not-served", base_urls=[base_url], output=tmp_path / "runs", task="arith"))
     assert res.returncode == 2, res.describe()
     assert "not-served" in res.stderr and res.stderr.strip().startswith("error:")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("system", "least_calls"), [("mad", 3), ("autogen", 1)])
+def test_mas_debate_systems_against_transformers_serve(system, least_calls, served_tiny_model, tmp_path):
+    """MAD and AutoGen over real HTTP against a real server: every agent's call goes through and
+    the whole conversation lands in the transcript (the random model's answers are noise)."""
+    model, base_url = served_tiny_model
+    extra = ["--limit", "2", "--max-tokens", "12", "--rounds", "2", "--no-thinking"]
+    res = run_cli(
+        mas_args(
+            model=model,
+            base_urls=[base_url],
+            output=tmp_path / "runs",
+            task="arith",
+            system=system,
+            extra=extra,
+        ),
+        timeout=300,
+    )
+    assert res.returncode == 0, res.describe()
+    s = res.summary
+    assert s["system"] == system and s["n"] == 2 and s["errors"] == 0
+    assert s["llm_calls_per_sample"] >= least_calls
+    records = [json.loads(ln) for ln in (Path(s["run_dir"]) / "samples.jsonl").read_text().splitlines()]
+    for r in records:
+        said = [m for m in r["transcript"] if "event" not in m]
+        assert len(said) == r["calls"] and all(m["completion_tokens"] > 0 for m in said)
+        assert r["how"]
