@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -281,7 +282,8 @@ class HTTPClient:
         server is not mistaken for a missing one; a server without a model list (404) passes and
         the first call tells.
         """
-        async with httpx.AsyncClient(timeout=10.0) as probe:
+        # aiohttp, not a fresh httpx client: that would build a new SSL context (~30 ms) per run.
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0)) as probe:
             for endpoint in self.pool.endpoints:
                 served = await self._list_models(probe, endpoint, attempts)
                 if served and self.model not in served:
@@ -289,31 +291,29 @@ class HTTPClient:
                         f"model {self.model!r} not served at {endpoint.url}; it serves: {', '.join(served)}"
                     )
 
-    async def _list_models(self, probe: httpx.AsyncClient, endpoint: Endpoint, attempts: int) -> list[str]:
+    async def _list_models(
+        self, probe: aiohttp.ClientSession, endpoint: Endpoint, attempts: int
+    ) -> list[str]:
         headers = {"Authorization": f"Bearer {self.api_key}"}
+        where = endpoint.base
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                r = await probe.get(f"{endpoint.base}/models", headers=headers)
-            except httpx.HTTPError as exc:
+                async with probe.get(f"{where}/models", headers=headers) as r:
+                    status, body = r.status, await r.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 if last:
-                    raise ConfigError(
-                        f"cannot reach endpoint {endpoint.base} ({type(exc).__name__})"
-                    ) from exc
+                    raise ConfigError(f"cannot reach endpoint {where} ({type(exc).__name__})") from exc
             else:
-                if r.status_code == 404:
+                if status == 404:
                     return []
-                if r.status_code == 200:
+                if status == 200:
                     try:
-                        return [m["id"] for m in r.json().get("data", [])]
+                        return [m["id"] for m in json.loads(body).get("data", [])]
                     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                        raise ConfigError(
-                            f"endpoint {endpoint.base} returned a malformed model list"
-                        ) from exc
-                if r.status_code not in RETRY_STATUS or last:
-                    raise ConfigError(
-                        f"endpoint {endpoint.base} answered GET /models with HTTP {r.status_code}"
-                    )
+                        raise ConfigError(f"endpoint {where} returned a malformed model list") from exc
+                if status not in RETRY_STATUS or last:
+                    raise ConfigError(f"endpoint {where} answered GET /models with HTTP {status}")
             await asyncio.sleep(0.25 * 2**attempt)
         return []
 
