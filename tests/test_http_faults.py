@@ -192,3 +192,12 @@ def test_gpqa_letters_with_faults(scripted_server, tmp_path):
     records = sample_records(s["run_dir"])
     assert len({r["gold"] for r in records}) >= 3  # the correct option is not always at one letter
     assert all(r["answer"] in ("A", "B", "C", "D") for r in records)
+
+
+def test_model_name_defaults_to_the_one_served_model(tmp_path, scripted_server):
+    data = write_aime_set(tmp_path / "aime.jsonl", n=4, wrong=[1])
+    srv = scripted_server(data.policy, model=MODEL)
+    args = ["mas", "--task", "aime", "--base-url", srv.base_url, "--data-files", str(data.path)]
+    res = run_cli([*args, "--output", str(tmp_path / "runs"), "--json"])
+    assert res.returncode == 0, res.describe()
+    assert res.summary["model"] == MODEL and res.summary["accuracy"] == pytest.approx(0.75)

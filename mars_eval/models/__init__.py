@@ -59,8 +59,6 @@ def make_client(
     if base_urls:
         from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient
 
-        if not model:
-            raise ConfigError("--model is required with --base-url (the name the endpoint serves)")
         kwargs = {"concurrency": concurrency or DEFAULT_CONCURRENCY}
         if timeout:
             kwargs["timeout"] = timeout

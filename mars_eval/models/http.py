@@ -194,7 +194,7 @@ class HTTPClient:
 
     def __init__(
         self,
-        model: str,
+        model: str | None,
         base_urls: list[str],
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
@@ -277,6 +277,7 @@ class HTTPClient:
 
     async def check(self, attempts: int = 4) -> None:
         """Every endpoint must answer GET /models and serve `self.model` (fail fast, one line).
+        Without a model name, the one model all endpoints serve is taken.
 
         Transient answers (5xx, 429, a dropped connection) are retried a few times, so a flaky
         server is not mistaken for a missing one; a server without a model list (404) passes and
@@ -286,6 +287,11 @@ class HTTPClient:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0)) as probe:
             for endpoint in self.pool.endpoints:
                 served = await self._list_models(probe, endpoint, attempts)
+                if self.model is None:
+                    if len(served) != 1:
+                        listed = ", ".join(served) or "no model list"
+                        raise ConfigError(f"--model is required: {endpoint.base} serves {listed}")
+                    self.model = served[0]
                 if served and self.model not in served:
                     raise ConfigError(
                         f"model {self.model!r} not served at {endpoint.url}; it serves: {', '.join(served)}"
