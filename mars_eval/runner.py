@@ -21,7 +21,7 @@ from rich.console import Console
 from mars_eval.mas import make_system
 from mars_eval.mas.base import SampleContext, System, derive_seed
 from mars_eval.metrics import accuracy_metrics
-from mars_eval.models import make_client
+from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.models.http import HTTPClient
 from mars_eval.report import RunProgress, print_summary_table
@@ -74,7 +74,7 @@ def matched_votes(cfg: EvalConfig, console: Console) -> int | None:
     `mad` run on the same task and model in the same output folder (None: the system's default)."""
     from pathlib import Path
 
-    model = cfg.model or ""
+    model = cfg.model or ("" if cfg.base_urls else default_model())
     pattern = f"{make_task(cfg.task).name}-mad-{slug(model)}-*/summary.json" if model else None
     found = sorted(Path(cfg.output).glob(pattern), key=lambda p: p.stat().st_mtime) if pattern else []
     for path in reversed(found):
