@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import aiohttp
 import httpx
 import openai
-from openai.types.chat import ChatCompletion
 
 from mars_eval.models.base import (
     ChatResponse,
@@ -235,12 +234,14 @@ class HTTPClient:
         kwargs = self.request_kwargs(params, strict)
         return {"model": self.model, "messages": messages, **kwargs.pop("extra_body"), **kwargs}
 
-    async def _create(self, messages: list[Message], params: SamplingParams, strict: bool) -> ChatCompletion:
-        # The openai client's own request path (auth, errors, response parsing), given a plain
-        # JSON body: `chat.completions.create` would re-walk every message through its TypedDict
-        # transform, the largest CPU cost per call at hundreds of calls in flight.
+    async def _create(self, messages: list[Message], params: SamplingParams, strict: bool) -> dict:
+        # The openai client's own request path (auth headers, status errors), given a plain JSON
+        # body and returning the raw response: `chat.completions.create` re-walks every message
+        # through its TypedDict transform and builds pydantic models for the reply, the largest
+        # CPU costs per call at hundreds of calls in flight.
         body = self.request_body(messages, params, strict)
-        return await self.openai.post("/chat/completions", body=body, cast_to=ChatCompletion)
+        response = await self.openai.post("/chat/completions", body=body, cast_to=httpx.Response)
+        return response.json()
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         started = time.perf_counter()
@@ -257,23 +258,9 @@ class HTTPClient:
                 completion = await self._create(messages, params, True)
         except openai.APIStatusError as exc:
             raise ModelAccessError(f"HTTP {exc.status_code}: {_error_message(exc)}") from exc
-        except (openai.APIError, httpx.HTTPError) as exc:
+        except (openai.APIError, httpx.HTTPError, ValueError) as exc:  # ValueError: a body that is not JSON
             raise ModelAccessError(f"{type(exc).__name__}: {exc}") from exc
-        if not completion.choices:
-            raise ModelAccessError("endpoint returned no choices")
-        choice = completion.choices[0]
-        message = choice.message
-        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-        content, thinking = split_thinking(message.content, reasoning if isinstance(reasoning, str) else None)
-        usage = completion.usage
-        return ChatResponse(
-            content=content,
-            thinking=thinking,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            latency_s=time.perf_counter() - started,
-            finish_reason=choice.finish_reason,
-        )
+        return parse_completion(completion, time.perf_counter() - started)
 
     async def check(self, attempts: int = 4) -> None:
         """Every endpoint must answer GET /models and serve `self.model` (fail fast, one line).
@@ -326,6 +313,33 @@ class HTTPClient:
     async def aclose(self) -> None:
         await self.openai.close()
         await self.http.aclose()
+
+
+def parse_completion(data: object, latency_s: float) -> ChatResponse:
+    """A chat-completions JSON reply as a ChatResponse (thinking split off); malformed → ModelAccessError."""
+    try:
+        choice = data["choices"][0]  # type: ignore[index]
+        message = choice["message"]
+        content = message.get("content")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        usage = data.get("usage") or {}  # type: ignore[union-attr]
+        prompt_tokens, completion_tokens = (
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+        )
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise ModelAccessError(f"malformed chat completion ({type(exc).__name__}: {exc})") from exc
+    if content is not None and not isinstance(content, str):
+        raise ModelAccessError("malformed chat completion (content is not text)")
+    text, thinking = split_thinking(content, reasoning if isinstance(reasoning, str) else None)
+    return ChatResponse(
+        content=text,
+        thinking=thinking,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        latency_s=latency_s,
+        finish_reason=choice.get("finish_reason"),
+    )
 
 
 def _rejects_extra_fields(exc: openai.APIStatusError) -> bool:

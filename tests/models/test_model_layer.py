@@ -146,3 +146,38 @@ def test_pool_bounds_concurrency():
 
     _run(go())
     assert peak == 5
+
+
+def test_parse_completion_reads_reasoning_fields_and_rejects_malformed_replies():
+    from mars_eval.models.base import ModelAccessError
+    from mars_eval.models.http import parse_completion
+
+    ok = {
+        "choices": [
+            {"message": {"content": "It is \\boxed{5}.", "reasoning": "maybe 7"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 4},
+    }
+    r = parse_completion(ok, 0.1)
+    assert (r.content, r.thinking, r.prompt_tokens, r.completion_tokens, r.finish_reason) == (
+        "It is \\boxed{5}.",
+        "maybe 7",
+        11,
+        4,
+        "stop",
+    )
+    no_usage = {"choices": [{"message": {"content": None, "reasoning_content": "cut off"}}]}
+    assert (
+        parse_completion(no_usage, 0.1).content == ""
+        and parse_completion(no_usage, 0.1).thinking == "cut off"
+    )
+    for bad in (
+        {},
+        {"choices": []},
+        {"choices": [{}]},
+        [],
+        "text",
+        {"choices": [{"message": {"content": 5}}]},
+    ):
+        with pytest.raises(ModelAccessError):
+            parse_completion(bad, 0.1)
