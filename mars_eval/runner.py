@@ -208,7 +208,8 @@ async def _run(
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
     started = time.perf_counter()
     with RunProgress(console, total=len(units), done=len(units) - len(todo), enabled=show_progress) as bar:
-        for rec in (store.records().get(sample_key(p, k)) for p, k in units):
+        earlier = store.records()
+        for rec in (earlier.get(sample_key(p, k)) for p, k in units):
             if rec and not rec.get("error"):
                 bar.seed(rec)
 
@@ -217,9 +218,13 @@ async def _run(
             store.append(record)
             bar.advance(record, sent_calls=client.sent)
 
-        await asyncio.gather(*(run_unit(p, k) for p, k in todo))
+        try:
+            await asyncio.gather(*(run_unit(p, k) for p, k in todo))
+        finally:
+            gc.unfreeze()
     wall = time.perf_counter() - started
-    records = [r for r in (store.records().get(sample_key(p, k)) for p, k in units) if r is not None]
+    latest = store.records()
+    records = [r for r in (latest.get(sample_key(p, k)) for p, k in units) if r is not None]
     summary = summarize(cfg, task, system, store, records, len(problems), wall, client.sent)
     store.write_summary(summary)
     return summary
