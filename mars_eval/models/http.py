@@ -38,6 +38,7 @@ from mars_eval.models.base import (
 POOL_HOST = "mars-endpoint-pool"  # placeholder host the pool rewrites to a real endpoint
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 DEFAULT_CONCURRENCY = 512  # enough in flight to keep a vLLM server's batch full
+MALFORMED_ATTEMPTS = 3  # a 200 whose body is not a chat completion is asked for again
 
 
 @dataclass
@@ -241,26 +242,40 @@ class HTTPClient:
         # CPU costs per call at hundreds of calls in flight.
         body = self.request_body(messages, params, strict)
         response = await self.openai.post("/chat/completions", body=body, cast_to=httpx.Response)
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:  # not JSON: parse_completion rejects it, and the call is asked again
+            return None
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
-        started = time.perf_counter()
+        """One chat call. A reply that arrives whole but is not a chat completion (a garbled or
+        truncated body) is asked for again, up to MALFORMED_ATTEMPTS times in all."""
+        for attempt in range(MALFORMED_ATTEMPTS):
+            started = time.perf_counter()
+            completion = await self._send_chat(messages, params)
+            try:
+                return parse_completion(completion, time.perf_counter() - started)
+            except ModelAccessError:
+                if attempt == MALFORMED_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _send_chat(self, messages: list[Message], params: SamplingParams) -> object:
         strict = self.strict_fields
         try:
             try:
-                completion = await self._create(messages, params, strict)
+                return await self._create(messages, params, strict)
             except openai.APIStatusError as exc:
                 # Strict servers (`transformers serve`) reject vLLM's sampling extras by name:
                 # drop them once for this client and go on with the standard fields.
                 if strict or not _rejects_extra_fields(exc):
                     raise
                 self.strict_fields = True
-                completion = await self._create(messages, params, True)
+                return await self._create(messages, params, True)
         except openai.APIStatusError as exc:
             raise ModelAccessError(f"HTTP {exc.status_code}: {_error_message(exc)}") from exc
-        except (openai.APIError, httpx.HTTPError, ValueError) as exc:  # ValueError: a body that is not JSON
+        except (openai.APIError, httpx.HTTPError) as exc:
             raise ModelAccessError(f"{type(exc).__name__}: {exc}") from exc
-        return parse_completion(completion, time.perf_counter() - started)
 
     async def check(self, attempts: int = 4) -> None:
         """Every endpoint must answer GET /models and serve `self.model` (fail fast, one line).

@@ -181,3 +181,24 @@ def test_parse_completion_reads_reasoning_fields_and_rejects_malformed_replies()
     ):
         with pytest.raises(ModelAccessError):
             parse_completion(bad, 0.1)
+
+
+def test_garbled_reply_is_asked_again_then_an_error():
+    bodies = [b'{"choices": [{"mess', b"<html>oops</html>"]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if bodies:
+            return httpx.Response(200, content=bodies.pop(0), headers={"content-type": "application/json"})
+        return httpx.Response(200, json={"choices": [{"message": {"content": "The answer is 3."}}]})
+
+    client = HTTPClient("m", ["http://a:1"])
+    client.pool._transport = httpx.MockTransport(handler)
+    r = asyncio.run(client.chat([{"role": "user", "content": "q"}], SamplingParams()))
+    assert r.content == "The answer is 3." and not bodies
+
+    from mars_eval.models.base import ModelAccessError
+
+    always_bad = HTTPClient("m", ["http://a:1"])
+    always_bad.pool._transport = httpx.MockTransport(lambda req: httpx.Response(200, content=b"not json"))
+    with pytest.raises(ModelAccessError, match="malformed"):
+        asyncio.run(always_bad.chat([{"role": "user", "content": "q"}], SamplingParams()))
