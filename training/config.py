@@ -141,7 +141,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_max_tokens=4096,
         recompute_logprobs=True,
     ),
-    # 2 CPU cores, a few minutes: a small model from scratch that learns tic-tac-toe.
+    # 2 CPU cores, about 10 minutes: a small model from scratch that learns tic-tac-toe.
     # Self-play on tic-tac-toe with a share of episodes against a random opponent (documented
     # in training/README.md). Sampling at temperature 1 during training keeps exploration up.
     "tiny": dict(
