@@ -74,8 +74,12 @@ def mas(
     engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
     serve: Annotated[bool, typer.Option("--serve", help="Start `vllm serve --model` around the run")] = False,
     autogen_client: Annotated[
-        str, typer.Option(help="autogen's model client: adapter (our layer) or openai (autogen-ext's)")
-    ] = "adapter",
+        str,
+        typer.Option(
+            help="autogen's model client: openai (autogen-ext's, over HTTP), adapter (our model layer), "
+            "auto (openai with --base-url, else adapter)"
+        ),
+    ] = "auto",
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     from mars_eval.report import print_summary_table

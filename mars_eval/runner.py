@@ -50,7 +50,7 @@ class EvalConfig:
     request_timeout: float | None = None
     max_attempts: int | None = None
     engine: str = "auto"
-    autogen_client: str = "adapter"
+    autogen_client: str = "auto"  # autogen's model client: auto = openai over HTTP, adapter in-process
 
     def identity(self, model_name: str) -> dict[str, Any]:
         """What decides results, hence the run folder's hash. Limit and samples are left out on
@@ -171,10 +171,11 @@ async def run_eval(
     try:
         await client.check()
         model_name = cfg.model or client.model
-        if hasattr(system, "bind_endpoint") and getattr(system, "client", None) == "openai":
-            if not isinstance(client, HTTPClient):
+        if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
+            if isinstance(client, HTTPClient):
+                system.bind_endpoint(client.pool.base_url, model_name, client.http)
+            elif system.client == "openai":
                 raise ConfigError("--autogen-client openai needs --base-url")
-            system.bind_endpoint(client.pool.base_url, model_name, client.http)
         identity = cfg.identity(model_name)
         store = RunStore.for_run(
             cfg.output, f"{task.name}-{system.name}-{slug(model_name)}", identity, cfg.fresh

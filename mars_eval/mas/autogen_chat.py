@@ -252,8 +252,8 @@ class AutoGenChat:
     ):
         if int(rounds) < 1:
             raise ConfigError(f"autogen needs --rounds >= 1, got {rounds}")
-        if client not in ("adapter", "openai"):
-            raise ConfigError(f"autogen client must be 'adapter' or 'openai', got {client!r}")
+        if client not in ("auto", "adapter", "openai"):
+            raise ConfigError(f"autogen client must be 'auto', 'adapter' or 'openai', got {client!r}")
         self.rounds = int(rounds)
         self.client = client
         self.base_url = base_url
@@ -261,13 +261,15 @@ class AutoGenChat:
         self.http_client = http_client  # an httpx.AsyncClient to share; else one per model client
 
     def bind_endpoint(self, base_url: str, model: str, http_client: Any) -> None:
-        """Point the 'openai' client at the runner's endpoint pool (its retries, limits, balancing)."""
+        """Point autogen's OpenAI client at the runner's endpoint pool (its retries, limits,
+        balancing); with client 'auto' this is what an HTTP run uses."""
         self.base_url, self.model, self.http_client = base_url, model, http_client
+        self.client = "openai" if self.client in ("auto", "openai") else self.client
 
     def _model_client(self, ctx: SampleContext, agent: str) -> ChatCompletionClient:
         if self.client == "openai" and not (self.base_url and self.model):
             raise ConfigError("autogen with client='openai' needs a base URL and a model name")
-        if self.client == "adapter":
+        if self.client in ("adapter", "auto"):  # "auto" left unbound: an in-process engine
             return AgentModelClient(ctx, agent)
         from mars_eval.mas.autogen_openai import make_openai_agent_client
 

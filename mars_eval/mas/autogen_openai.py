@@ -1,33 +1,38 @@
 """autogen-ext's `OpenAIChatCompletionClient` pointed at our OpenAI-compatible endpoints.
 
-The alternative to `AgentModelClient` for `AutoGenChat(client="openai", base_url=..., model=...)`:
-autogen's own client sends the requests, so the AutoGen setup is the library's stock one. Our
-model layer is still honoured where it can be from outside: the same sampling arguments as
-`HTTPClient` (vLLM extras in `extra_body`), one derived seed per call (agent and call number,
-as `SampleContext.ask` derives them), the thinking split (`reasoning_content` and inline
-`<think>` are moved out of the content), token counts and the transcript. Not available this
-way: the run store's cache and resume, our retries (`max_retries=0`: a failed call fails the
-sample, which the runner records as an error) and the shared concurrency limit.
+Used by `AutoGenChat` over HTTP endpoints (`client="openai"`, the default there): autogen's own
+client sends the requests, so the AutoGen setup is the library's stock one. Our model layer is
+honoured from outside: the runner hands it our endpoint pool as its httpx transport (so retries,
+backoff, the concurrency limit and least-in-flight balancing are ours; `max_retries=0` here), the
+same sampling arguments as `HTTPClient` (vLLM extras in `extra_body`), one derived seed per call
+(agent and call number, as `SampleContext.ask` derives them), the thinking split
+(`reasoning_content` and inline `<think>` are moved out of the content), token counts, the
+transcript, and the run store: a completed call is stored under the same key `CachedClient` uses,
+so a rerun answers it from the store instead of sending it again.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import httpx
 import openai
 from autogen_core import CancellationToken
-from autogen_core.models import CreateResult, LLMMessage
+from autogen_core.models import CreateResult, LLMMessage, RequestUsage
 from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 from pydantic import BaseModel
 
-from mars_eval.mas.autogen_chat import TEXT_MODEL_INFO
+from mars_eval.mas.autogen_chat import TEXT_MODEL_INFO, to_chat_messages
 from mars_eval.mas.base import SampleContext, derive_seed
-from mars_eval.models.base import ModelAccessError, split_thinking
-from mars_eval.models.http import HTTPClient
+from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
+from mars_eval.models.http import HTTPClient, rejects_extra_fields
+from mars_eval.store import RunStore
+
+FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
 
 
 class SeededOpenAIClient(OpenAIChatCompletionClient):
@@ -39,6 +44,17 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         self._agent = agent
         self._calls = 0
         self.error: BaseException | None = None  # re-raised by AutoGenChat after the team stops
+
+    def _create_args_for(self, args: dict[str, Any], seed: int, strict: bool) -> dict[str, Any]:
+        extra_body = HTTPClient.request_kwargs(self._ctx.params, strict)["extra_body"]
+        return {**args, "seed": seed, "extra_body": extra_body}
+
+    def _store_key(self, messages: Sequence[LLMMessage], seed: int) -> tuple[RunStore | None, str]:
+        store = getattr(self._ctx.client, "store", None)
+        if not isinstance(store, RunStore):
+            return None, ""
+        params = replace(self._ctx.params, seed=seed)
+        return store, RunStore.call_key(self._ctx.client.model, to_chat_messages(messages), params)
 
     async def create(
         self,
@@ -56,15 +72,38 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         seed = derive_seed(ctx.seed, ctx.sample_key, self._agent, n)
         started = time.time()
         t0 = time.perf_counter()
+        store, key = self._store_key(messages, seed)
+        stored = store.get_call(key) if store is not None else None
+        if stored is not None:
+            return self._record(n, stored, started, cached=True)
+        endpoint = getattr(ctx.client, "inner", None)  # the runner's HTTPClient, when there is one
+        strict = bool(getattr(endpoint, "strict_fields", False))
+        args = dict(extra_create_args)
         try:
-            result = await super().create(
-                messages,
-                tools=tools,
-                tool_choice=tool_choice,
-                json_output=json_output,
-                extra_create_args={**extra_create_args, "seed": seed},
-                cancellation_token=cancellation_token,
-            )
+            try:
+                result = await super().create(
+                    messages,
+                    tools=tools,
+                    tool_choice=tool_choice,
+                    json_output=json_output,
+                    extra_create_args=self._create_args_for(args, seed, strict),
+                    cancellation_token=cancellation_token,
+                )
+            except openai.APIStatusError as exc:
+                # A strict server (`transformers serve`) rejects vLLM's top_k/min_p: as HTTPClient does,
+                # drop them (for every client sharing the endpoint) and ask again.
+                if strict or not rejects_extra_fields(exc):
+                    raise
+                if endpoint is not None:
+                    endpoint.strict_fields = True
+                result = await super().create(
+                    messages,
+                    tools=tools,
+                    tool_choice=tool_choice,
+                    json_output=json_output,
+                    extra_create_args=self._create_args_for(args, seed, True),
+                    cancellation_token=cancellation_token,
+                )
         except (openai.APIError, httpx.HTTPError) as exc:
             self.error = ModelAccessError(f"{type(exc).__name__}: {exc}")
             raise self.error from exc
@@ -73,26 +112,48 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             raise
         raw = result.content if isinstance(result.content, str) else ""
         content, thinking = split_thinking(raw, result.thought)
+        resp = ChatResponse(
+            content=content,
+            thinking=thinking,
+            prompt_tokens=result.usage.prompt_tokens,
+            completion_tokens=result.usage.completion_tokens,
+            latency_s=time.perf_counter() - t0,
+            finish_reason=result.finish_reason,
+        )
+        if store is not None:
+            store.put_call(key, resp)
+        return self._record(n, resp, started, cached=False)
+
+    def _record(self, n: int, resp: ChatResponse, started: float, cached: bool) -> CreateResult:
+        """Count the call, add it to the transcript, and give autogen its result (no thinking)."""
+        ctx = self._ctx
         ctx.calls += 1
-        ctx.prompt_tokens += result.usage.prompt_tokens
-        ctx.completion_tokens += result.usage.completion_tokens
+        ctx.prompt_tokens += resp.prompt_tokens
+        ctx.completion_tokens += resp.completion_tokens
         ctx.transcript.append(
             {
                 "agent": self._agent,
                 "role": self._agent,
                 "call": n,
-                "content": content,
-                "thinking": thinking,
-                "prompt_tokens": result.usage.prompt_tokens,
-                "completion_tokens": result.usage.completion_tokens,
-                "latency_s": round(time.perf_counter() - t0, 4),
-                "finish_reason": result.finish_reason,
-                "cached": False,
+                "content": resp.content,
+                "thinking": resp.thinking,
+                "prompt_tokens": resp.prompt_tokens,
+                "completion_tokens": resp.completion_tokens,
+                "latency_s": round(resp.latency_s, 4),
+                "finish_reason": resp.finish_reason,
+                "cached": cached,
                 "started": round(started, 3),
                 "client": "autogen-openai",
             }
         )
-        return result.model_copy(update={"content": content, "thought": thinking or None})
+        finish = resp.finish_reason if resp.finish_reason in FINISH_REASONS else "unknown"
+        return CreateResult(
+            content=resp.content,
+            thought=resp.thinking or None,
+            usage=RequestUsage(prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens),
+            finish_reason=finish,
+            cached=cached,
+        )
 
 
 def make_openai_agent_client(

@@ -268,7 +268,7 @@ class HTTPClient:
             except openai.APIStatusError as exc:
                 # Strict servers (`transformers serve`) reject vLLM's sampling extras by name:
                 # drop them once for this client and go on with the standard fields.
-                if strict or not _rejects_extra_fields(exc):
+                if strict or not rejects_extra_fields(exc):
                     raise
                 self.strict_fields = True
                 return await self._create(messages, params, True)
@@ -357,7 +357,7 @@ def parse_completion(data: object, latency_s: float) -> ChatResponse:
     )
 
 
-def _rejects_extra_fields(exc: openai.APIStatusError) -> bool:
+def rejects_extra_fields(exc: openai.APIStatusError) -> bool:
     return exc.status_code in (400, 422) and "unexpected field" in _error_message(exc).lower()
 
 

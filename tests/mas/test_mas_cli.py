@@ -86,3 +86,35 @@ def test_mad_kill_and_resume_loses_nothing(tmp_path, scripted_server):
     # at the kill (at most --concurrency of them).
     twice = [k for k, n in srv.ok_bodies().items() if n > 1]
     assert len(twice) <= 4
+
+
+def test_autogen_openai_client_resumes_from_stored_calls(tmp_path, scripted_server):
+    """Over HTTP autogen uses autogen-ext's OpenAI client; its completed calls are still stored, so
+    a sample that failed half-way replays its finished calls from the run store on the rerun."""
+    data = write_aime_set(tmp_path / "aime.jsonl", n=4, wrong=[2])
+    # Every reviewer request fails for good: each sample becomes an error after the assistant's
+    # first call has completed (and been stored).
+    srv = scripted_server(data.policy, model=MODEL, faults=FaultPlan(always={"You review solutions": "500"}))
+    args = mas_args(
+        model=MODEL,
+        base_urls=[srv.base_url],
+        output=tmp_path / "runs",
+        data_files=data.path,
+        system="autogen",
+    ) + ["--max-attempts", "2", "--request-timeout", "5"]
+    first = run_cli(args, timeout=120)
+    assert first.returncode == 0, first.describe()
+    assert first.summary["errors"] == 4  # every sample reached the reviewer
+    assistant_calls = [e for e in srv.entries() if e.outcome == "ok"]
+    assert len(assistant_calls) == 4
+
+    srv.faults = FaultPlan()
+    second = run_cli(args, timeout=120)
+    s = second.summary
+    assert s["errors"] == 0 and s["accuracy"] == pytest.approx(data.accuracy())
+    ok = [e for e in srv.entries() if e.outcome == "ok"]
+    assert all(n == 1 for n in srv.ok_bodies().values())  # no completed call was sent twice
+    assert len(ok) == 4 + (s["llm_calls"] - 4)  # the rerun sent only the calls not yet stored
+    records = [json.loads(x) for x in (Path(s["run_dir"]) / "samples.jsonl").read_text().splitlines()]
+    final = {r["key"]: r for r in records}
+    assert all(any(m.get("cached") for m in r["transcript"] if "event" not in m) for r in final.values())
