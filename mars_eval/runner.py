@@ -173,7 +173,7 @@ async def run_eval(
         model_name = cfg.model or client.model
         if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
             if isinstance(client, HTTPClient):
-                system.bind_endpoint(client.pool.base_url, model_name, client.http)
+                system.bind_endpoint(client.pool.base_url, model_name, client.pool, client.http.timeout)
             elif system.client == "openai":
                 raise ConfigError("--autogen-client openai needs --base-url")
         identity = cfg.identity(model_name)

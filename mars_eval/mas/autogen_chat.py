@@ -260,10 +260,13 @@ class AutoGenChat:
         self.model = model
         self.http_client = http_client  # an httpx.AsyncClient to share; else one per model client
 
-    def bind_endpoint(self, base_url: str, model: str, http_client: Any) -> None:
-        """Point autogen's OpenAI client at the runner's endpoint pool (its retries, limits,
-        balancing); with client 'auto' this is what an HTTP run uses."""
-        self.base_url, self.model, self.http_client = base_url, model, http_client
+    def bind_endpoint(self, base_url: str, model: str, transport: Any, timeout: Any) -> None:
+        """Point autogen's OpenAI client at the runner's endpoint pool (an httpx transport: its
+        retries, limits, balancing); with client 'auto' this is what an HTTP run uses."""
+        from mars_eval.mas.autogen_openai import pooled_http_client
+
+        self.base_url, self.model = base_url, model
+        self.http_client = pooled_http_client(transport, timeout)
         self.client = "openai" if self.client in ("auto", "openai") else self.client
 
     def _model_client(self, ctx: SampleContext, agent: str) -> ChatCompletionClient:

@@ -13,6 +13,7 @@ so a rerun answers it from the store instead of sending it again.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -33,6 +34,48 @@ from mars_eval.models.http import HTTPClient, rejects_extra_fields
 from mars_eval.store import RunStore
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
+
+
+class ReasoningFieldAlias(httpx.AsyncBaseTransport):
+    """Newer vLLM returns thinking as `message.reasoning`; autogen-ext reads only
+    `reasoning_content`. This transport copies the one into the other on chat-completion replies,
+    so autogen's `thought` (and our transcript) keeps the thinking whichever vLLM answered."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport):
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if (
+            response.status_code != 200
+            or not request.url.path.endswith("/chat/completions")
+            or response.headers.get("content-encoding")
+        ):
+            return response
+        body = await response.aread()
+        try:
+            data = json.loads(body)
+            changed = False
+            for choice in data.get("choices") or []:
+                message = choice.get("message") or {}
+                if message.get("reasoning") and not message.get("reasoning_content"):
+                    message["reasoning_content"] = message["reasoning"]
+                    changed = True
+        except (ValueError, AttributeError, TypeError):
+            return httpx.Response(
+                response.status_code, headers=response.headers, content=body, request=request
+            )
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
+        content = json.dumps(data).encode() if changed else body
+        return httpx.Response(response.status_code, headers=headers, content=content, request=request)
+
+    async def aclose(self) -> None:
+        pass  # the wrapped pool belongs to the runner, which closes it
+
+
+def pooled_http_client(transport: httpx.AsyncBaseTransport, timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """The httpx client autogen's OpenAI clients share: our endpoint pool, reasoning field aliased."""
+    return httpx.AsyncClient(transport=ReasoningFieldAlias(transport), timeout=timeout)
 
 
 class SeededOpenAIClient(OpenAIChatCompletionClient):

@@ -118,3 +118,28 @@ def test_autogen_openai_client_resumes_from_stored_calls(tmp_path, scripted_serv
     records = [json.loads(x) for x in (Path(s["run_dir"]) / "samples.jsonl").read_text().splitlines()]
     final = {r["key"]: r for r in records}
     assert all(any(m.get("cached") for m in r["transcript"] if "event" not in m) for r in final.values())
+
+
+@pytest.mark.parametrize("style", ["reasoning", "reasoning_content", "think_inline"])
+def test_autogen_keeps_thinking_from_every_reasoning_field(style, tmp_path, scripted_server):
+    """vLLM returns thinking as `reasoning` (newer) or `reasoning_content` (older), or inline: each
+    lands in the transcript's thinking and never in the content an agent passes on."""
+    data = write_aime_set(tmp_path / "aime.jsonl", n=2, styles=[style])
+    srv = scripted_server(data.policy, model=MODEL)
+    res = run_cli(
+        mas_args(
+            model=MODEL,
+            base_urls=[srv.base_url],
+            output=tmp_path / "runs",
+            data_files=data.path,
+            system="autogen",
+        )
+    )
+    assert res.returncode == 0, res.describe()
+    assert res.summary["accuracy"] == pytest.approx(1.0)
+    records = [
+        json.loads(x) for x in (Path(res.summary["run_dir"]) / "samples.jsonl").read_text().splitlines()
+    ]
+    said = [m for r in records for m in r["transcript"] if "event" not in m]
+    assert said and all("A first guess is" in m["thinking"] for m in said)
+    assert not any("A first guess is" in m["content"] for m in said)
