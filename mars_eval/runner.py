@@ -19,12 +19,12 @@ from typing import Any
 from rich.console import Console
 
 from mars_eval.mas import make_system
-from mars_eval.mas.base import SampleContext, System, derive_seed
+from mars_eval.mas.base import SampleContext, System
 from mars_eval.metrics import accuracy_metrics
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.models.http import HTTPClient
-from mars_eval.report import RunProgress, print_summary_table
+from mars_eval.report import RunProgress
 from mars_eval.store import CachedClient, RunStore, slug
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, ScorerError, Task
@@ -271,10 +271,3 @@ def _error_kinds(errors: list[dict[str, Any]]) -> dict[str, int]:
         kind = str(r["error"]).split(":", 1)[0]
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
-
-
-def run_eval_sync(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
-    return asyncio.run(run_eval(cfg, **kwargs))
-
-
-__all__ = ["EvalConfig", "derive_seed", "print_summary_table", "run_eval", "run_eval_sync", "solve_one"]

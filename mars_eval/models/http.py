@@ -43,8 +43,7 @@ MALFORMED_ATTEMPTS = 3  # a 200 whose body is not a chat completion is asked for
 
 @dataclass
 class Endpoint:
-    url: httpx.URL  # base URL, ending in /v1
-    base: str = ""  # the same, as a string (no parsing on the hot path)
+    base: str  # base URL ending in /v1, kept as a string (no URL parsing on the hot path)
     in_flight: int = 0
     sent: int = 0
     down_until: float = 0.0  # after a connection failure, prefer other endpoints until then
@@ -75,7 +74,7 @@ class EndpointPool(httpx.AsyncBaseTransport):
     ):
         if not base_urls:
             raise ConfigError("no --base-url given")
-        self.endpoints = [Endpoint(httpx.URL(u), u) for u in map(normalize_base_url, base_urls)]
+        self.endpoints = [Endpoint(normalize_base_url(u)) for u in base_urls]
         self.concurrency = concurrency
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
@@ -296,7 +295,7 @@ class HTTPClient:
                     self.model = served[0]
                 if served and self.model not in served:
                     raise ConfigError(
-                        f"model {self.model!r} not served at {endpoint.url}; it serves: {', '.join(served)}"
+                        f"model {self.model!r} not served at {endpoint.base}; it serves: {', '.join(served)}"
                     )
 
     async def _list_models(

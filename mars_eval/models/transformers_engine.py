@@ -114,7 +114,8 @@ class TransformersEngine:
             raise ConfigError(f"model {self.model!r} has no usable chat template: {exc}") from exc
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
-        await self.check()
+        if self._lm is None:  # load once, off the event loop; no thread hop per call after that
+            await self.check()
         loop = asyncio.get_running_loop()
         pending = _Pending(self.render(messages, params), params, loop.create_future())
         self._queue.append(pending)
