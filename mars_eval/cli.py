@@ -215,6 +215,11 @@ def serve(
             stop.wait()
 
 
+from mars_eval.commands import register_all  # noqa: E402 (commands register on `app`)
+
+register_all(app)
+
+
 def main() -> None:
     """Console entry point: ConfigError becomes one line and exit code 2 (click handles usage errors)."""
     # Library progress bars would bury ours (and the one-line errors) under noise.
