@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from mars_eval import exitcodes
 from mars_eval.models.base import ConfigError, SamplingParams
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
@@ -22,9 +23,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pret
 BaseUrl = Annotated[
     list[str] | None,
     typer.Option(
-        "--base-url", help="OpenAI-compatible endpoint (repeatable). Omit for the in-process engine."
+        "--base-url",
+        help="OpenAI-compatible endpoint (repeatable). Omit for the in-process engine.",
+        show_default="none: the model runs in-process",
     ),
 ]
+
+
+MODEL_DEFAULT = "in-process: the embedded tiny checkpoint results/tiny; with --base-url: the one served model"
+CKPT = "the checkpoint's mars_eval.json, else "
 
 
 def _sampling(thinking, temperature, top_p, top_k, min_p, presence_penalty, max_tokens) -> SamplingParams:
@@ -43,36 +50,76 @@ def _sampling(thinking, temperature, top_p, top_k, min_p, presence_penalty, max_
 def mas(
     task: Annotated[str, typer.Option(help="aime24 (aime), aime25, gpqa-diamond (gpqa), math500, arith")],
     system: Annotated[str, typer.Option(help="single, mad, autogen, debate, vote")] = "single",
-    model: Annotated[str | None, typer.Option(help="Served model name, hub id or local folder")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
+    ] = None,
     base_url: BaseUrl = None,
     data_files: Annotated[
-        str | None, typer.Option(help="Local JSON/JSONL/CSV/Parquet copy of the dataset")
+        str | None,
+        typer.Option(help="Local JSON/JSONL/CSV/Parquet copy of the dataset", show_default="the hub dataset"),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="First N problems only")] = None,
+    limit: Annotated[int | None, typer.Option(help="First N problems only", show_default="all")] = None,
     samples: Annotated[int, typer.Option(help="Samples per problem (K)")] = 1,
     concurrency: Annotated[
-        int | None, typer.Option(help="Max calls in flight (default 512 over HTTP)")
+        int | None,
+        typer.Option(help="Max calls in flight", show_default="512 over HTTP, batches of 64 in-process"),
     ] = None,
-    seed: int = 0,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    min_p: float | None = None,
-    presence_penalty: float | None = None,
-    max_tokens: int | None = None,
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
-    rounds: Annotated[int | None, typer.Option(help="Debate rounds / conversation turns")] = None,
-    agents: Annotated[int | None, typer.Option(help="Agents in a Du-style debate")] = None,
-    votes: Annotated[int | None, typer.Option(help="Answers in a majority vote")] = None,
+    seed: Annotated[int, typer.Option(help="Seed from which every call's sampling seed is derived")] = 0,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="Sampling temperature (>= 0)", show_default="0.6; 0.7 with --no-thinking"),
+    ] = None,
+    top_p: Annotated[
+        float | None,
+        typer.Option(help="Nucleus sampling, in (0, 1]", show_default="0.95; 0.8 with --no-thinking"),
+    ] = None,
+    top_k: Annotated[
+        int | None, typer.Option(help="Top-k sampling (-1 or 0: off)", show_default="20")
+    ] = None,
+    min_p: Annotated[float | None, typer.Option(help="Min-p sampling, in [0, 1]", show_default="0")] = None,
+    presence_penalty: Annotated[
+        float | None, typer.Option(help="Presence penalty (vLLM)", show_default="0")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Most new tokens per call", show_default="32768")
+    ] = None,
+    thinking: Annotated[
+        bool,
+        typer.Option(
+            "--thinking/--no-thinking", help="Qwen3 thinking mode (chat_template_kwargs.enable_thinking)"
+        ),
+    ] = True,
+    rounds: Annotated[
+        int | None,
+        typer.Option(
+            help="mad: most debate rounds; autogen: most assistant turns (solver-reviewer: model "
+            "messages); debate: answer rounds, the first included",
+            show_default="per system: mad 3, autogen 3, debate 2",
+        ),
+    ] = None,
+    agents: Annotated[int | None, typer.Option(help="Agents in a Du-style debate", show_default="3")] = None,
+    votes: Annotated[
+        int | None,
+        typer.Option(
+            help="Answers in a majority vote",
+            show_default="the newest mad run's calls per sample (same task, model, --output), else 5",
+        ),
+    ] = None,
     output: Annotated[str, typer.Option(help="Folder that holds run folders")] = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line")
+        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
     ] = False,
-    request_timeout: Annotated[float | None, typer.Option(help="Seconds before a call is retried")] = None,
-    max_attempts: Annotated[int | None, typer.Option(help="Attempts per call before it is an error")] = None,
+    request_timeout: Annotated[
+        float | None, typer.Option(help="Seconds before a call is retried", show_default="3600")
+    ] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option(help="Attempts per call before it is an error", show_default="6")
+    ] = None,
     engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
-    serve: Annotated[bool, typer.Option("--serve", help="Start `vllm serve --model` around the run")] = False,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
+    ] = False,
     autogen_client: Annotated[
         str,
         typer.Option(
@@ -80,11 +127,45 @@ def mas(
             "auto (openai with --base-url, else adapter)"
         ),
     ] = "auto",
+    autogen_style: Annotated[
+        str, typer.Option(help="autogen conversation: maslab (MASLab's AutoGen) or solver-reviewer")
+    ] = "maslab",
+    mad_judge: Annotated[
+        str, typer.Option(help="Which round MAD's judge is shown: first-round (the references) or last-round")
+    ] = "first-round",
+    gpqa_order: Annotated[
+        str,
+        typer.Option(
+            help="GPQA option order: shuffled (per question and seed) or maslab (unshuffled, correct "
+            "option always A, as MASLab's dataset builder)"
+        ),
+    ] = "shuffled",
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
+    from mars_eval import validate
     from mars_eval.report import print_summary_table
     from mars_eval.runner import EvalConfig, run_eval
 
+    validate.check_run_options(
+        limit=limit,
+        samples=samples,
+        votes=votes,
+        rounds=rounds,
+        agents=agents,
+        concurrency=concurrency,
+        request_timeout=request_timeout,
+        max_attempts=max_attempts,
+    )
+    validate.check_sampling(
+        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, max_tokens=max_tokens
+    )
+    validate.check_model_and_output(base_url, model, output)
+    from mars_eval.mas import check_options
+
+    check_options(autogen_style, mad_judge)
+    from mars_eval.tasks import task_with_gpqa_order
+
+    task = task_with_gpqa_order(task, gpqa_order)
     params = _sampling(thinking, temperature, top_p, top_k, min_p, presence_penalty, max_tokens)
     cfg = EvalConfig(
         task=task,
@@ -106,12 +187,15 @@ def mas(
         max_attempts=max_attempts,
         engine=engine,
         autogen_client=autogen_client,
+        autogen_style=autogen_style,
+        mad_judge=mad_judge,
     )
     with _maybe_serve(serve, model, cfg):
         summary = asyncio.run(run_eval(cfg))
     print_summary_table(summary, Console())
     if json_out:
         print(json.dumps(summary, default=str), flush=True)
+    raise typer.Exit(exitcodes.for_errors(summary["errors"]))  # 3: some samples errored, rerun
 
 
 @contextlib.contextmanager
@@ -130,33 +214,70 @@ def _maybe_serve(serve: bool, model: str | None, cfg):
 
 @app.command()
 def games(
-    games: Annotated[str | None, typer.Option(help="Comma-separated game names")] = None,
-    train: Annotated[bool, typer.Option("--train", help="The three training games (default)")] = False,
-    held_out: Annotated[bool, typer.Option("--held-out", help="The three held-out games")] = False,
-    model: Annotated[str | None, typer.Option(help="Served model name, hub id or local folder")] = None,
+    games: Annotated[
+        str | None, typer.Option(help="Comma-separated game names", show_default="the training games")
+    ] = None,
+    train: Annotated[
+        bool,
+        typer.Option("--train", help="The three training games", show_default="on when no game is chosen"),
+    ] = False,
+    held_out: Annotated[
+        bool, typer.Option("--held-out", help="The three held-out games", show_default="off")
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
+    ] = None,
     base_url: BaseUrl = None,
-    agent: Annotated[str | None, typer.Option(help="Built-in agent instead of an LLM: random, mcts")] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Built-in agent instead of an LLM: random, mcts, mcts<N>, cfr, equilibrium",
+            show_default="none: the model plays",
+        ),
+    ] = None,
     opponents: Annotated[
-        str | None, typer.Option(help="Comma-separated opponents (override defaults)")
+        str | None,
+        typer.Option(help="Comma-separated opponents", show_default="per game, see `mars-eval list`"),
     ] = None,
     episodes: Annotated[
-        int | None, typer.Option(help="Episodes per game, opponent and seat [default: 1000]")
+        int | None, typer.Option(help="Episodes per game, opponent and seat", show_default="1000")
     ] = None,
-    seed: int = 0,
-    concurrency: Annotated[int | None, typer.Option(help="Episodes/calls in flight")] = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    thinking: Annotated[bool | None, typer.Option("--thinking/--no-thinking")] = None,
-    prompt_style: Annotated[str | None, typer.Option(help="full or compact")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of deals, opponents' moves and call seeds")] = 0,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Episodes/calls in flight", show_default="256")
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="Sampling temperature (>= 0)", show_default=CKPT + "0.6; 0.7 with --no-thinking"),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Most new tokens per move", show_default=CKPT + "4096")
+    ] = None,
+    thinking: Annotated[
+        bool | None,
+        typer.Option("--thinking/--no-thinking", help="Qwen3 thinking mode", show_default=CKPT + "thinking"),
+    ] = None,
+    prompt_style: Annotated[
+        str | None,
+        typer.Option(
+            help="reference (the MARS environments' text), full or compact (ours)",
+            show_default=CKPT + "reference",
+        ),
+    ] = None,
     output: Annotated[str, typer.Option(help="Folder that holds run folders")] = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line")
+        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
     ] = False,
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
+    from mars_eval import validate
     from mars_eval.games.runner import games_command
 
+    validate.check_run_options(concurrency=concurrency)
+    validate.at_least("--episodes", episodes, 1)
+    validate.check_sampling(temperature=temperature, max_tokens=max_tokens)
+    validate.check_model_and_output(base_url, model if agent is None else None, output)
     code = games_command(
         games=games,
         train=train,
@@ -182,14 +303,15 @@ def games(
 @app.command()
 def serve(
     model: Annotated[str, typer.Option(help="Hub id or local checkpoint folder")],
-    port: Annotated[int | None, typer.Option(help="Port (default: a free one)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port", show_default="a free one")] = None,
     host: str = "127.0.0.1",
     max_model_len: int = 40960,
     tensor_parallel_size: int = 1,
     reasoning_parser: Annotated[str, typer.Option(help="vLLM reasoning parser ('' for none)")] = "qwen3",
     gpu_memory_utilization: float = 0.9,
     extra: Annotated[
-        list[str] | None, typer.Option("--vllm-arg", help="Extra argument for vllm serve")
+        list[str] | None,
+        typer.Option("--vllm-arg", help="Extra argument for vllm serve (repeatable)", show_default="none"),
     ] = None,
 ) -> None:
     """Start `vllm serve` with suitable flags, wait until healthy, print the base URL, keep serving."""
@@ -221,15 +343,23 @@ register_all(app)
 
 
 def main() -> None:
-    """Console entry point: ConfigError becomes one line and exit code 2 (click handles usage errors)."""
+    """Console entry point. Exit codes (mars_eval.exitcodes): 0 all scored, 3 finished with errored
+    samples, 2 bad input (ConfigError: one line; click's usage errors), 1 unexpected (a run folder
+    that cannot be written mid-run is one line too)."""
+    from mars_eval.report import plain
+    from mars_eval.store import StoreError
+
     # Library progress bars would bury ours (and the one-line errors) under noise.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app()
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        print(f"error: {plain(exc)}", file=sys.stderr)
+        sys.exit(exitcodes.BAD_INPUT)
+    except StoreError as exc:
+        print(f"error: {plain(exc)}", file=sys.stderr)
+        sys.exit(exitcodes.UNEXPECTED)
 
 
 if __name__ == "__main__":

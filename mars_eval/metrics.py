@@ -7,6 +7,9 @@ Errored samples (model access or scorer failure) are left out, never counted as 
     stderr     = std_p(mean_i c_{p,i}) / sqrt(n')           (sample std, ddof=1; 0 when n' < 2)
     pass@K     = (1/n') * sum_p max_i c_{p,i}
     majority@K = (1/n') * sum_p c(most common answer of p)  (ties: the answer seen first)
+    ci_low, ci_high: the 95% interval of avg@K with a problem's K samples as one cluster
+                 (stats.cluster_ci: mean +- t_{n'-1} * stderr, clipped to [0, 1]; the Wilson
+                 interval over the n' problems when all of them are right, or all wrong)
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from typing import Any
+
+from mars_eval.stats import cluster_ci
 
 
 def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
@@ -31,11 +36,28 @@ def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, A
     n = len(means)
     acc = sum(means) / n if n else 0.0
     stderr = math.sqrt(sum((m - acc) ** 2 for m in means) / (n - 1) / n) if n > 1 else 0.0
-    out: dict[str, Any] = {"accuracy": acc, "stderr": stderr, "n_scored": n}
+    ci = cluster_ci(means) if n else None
+    out: dict[str, Any] = {
+        "accuracy": acc,
+        "stderr": stderr,
+        "ci_low": ci.low if ci else None,
+        "ci_high": ci.high if ci else None,
+        "n_scored": n,
+    }
     if samples > 1:
         out[f"pass@{samples}"] = sum(passes) / n if n else 0.0
         out[f"majority@{samples}"] = sum(majorities) / n if n else 0.0
     return out
+
+
+def scores_by_problem(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Problem id -> its scored samples' scores (1.0 right, 0.0 wrong), in sample order; errored
+    samples are left out, problems with none scored are absent."""
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for r in records:
+        if not r.get("error"):
+            out[r["problem_id"]].append((int(r.get("sample", 0)), float(bool(r["correct"]))))
+    return {p: [v for _, v in sorted(xs)] for p, xs in out.items()}
 
 
 def _majority_correct(scored: list[dict[str, Any]]) -> bool:

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+# C0/C1 control characters (escape codes among them) and bidi overrides: shown, not obeyed.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(text: object) -> str:
+    """Text from outside for a plain print: control characters written as \\xNN (escape codes
+    in a file or model name must not reach the terminal)."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text))
+
+
+def shown(text: object) -> str:
+    """Text from outside (a served model name, a path, model output) ready for rich: markup
+    escaped and control characters written as \\xNN, so "[/]x" or an escape code prints as
+    itself instead of crashing the table or recolouring the terminal."""
+    return escape(plain(text) + " ")[:-1]  # the space: no doubled trailing backslash (we never end on a tag)
 
 
 class RunProgress:
@@ -72,16 +90,34 @@ class RunProgress:
 def print_summary_table(summary: dict[str, Any], console: Console) -> None:
     """A metric/value table: readable in any terminal width, and scannable top to bottom."""
     table = Table(
-        title=f"{summary['system']} on {summary['task']} · {summary['model']}", title_justify="left"
+        title=f"{shown(summary['system'])} on {shown(summary['task'])} · {shown(summary['model'])}",
+        title_justify="left",
     )
     table.add_column("metric")
     table.add_column("value", justify="right")
     k = summary["samples"]
     table.add_row("problems x samples", f"{summary['n']} x {k}")
     table.add_row(f"accuracy (avg@{k})", f"[bold]{summary['accuracy']:.2%}[/bold] ± {summary['stderr']:.2%}")
+    if summary.get("ci_low") is not None:
+        table.add_row("95% CI (problems as clusters)", f"[{summary['ci_low']:.2%}, {summary['ci_high']:.2%}]")
+    paper = _paper_accuracy(summary)
+    if paper is not None:
+        table.add_row("paper (MARSHAL, 1 sample)", f"paper {paper:.2f}")
     for key in (f"pass@{k}", f"majority@{k}"):
         if key in summary:
             table.add_row(key, f"{summary[key]:.2%}")
+    if "samples_scored" in summary:
+        scored = f"{summary.get('n_scored', 0)} / {summary['samples_scored']}"
+        table.add_row("scored problems / samples", scored)
+        for key, label in (
+            ("context_overflow", "context overflow (scored wrong)"),
+            ("truncated", "truncated at max_tokens"),
+            ("no_answer", "no answer (scored wrong)"),
+        ):
+            table.add_row(label, f"{summary[key]} ({summary[f'{key}_rate']:.1%})")
+    for key, label in (("gold_letters", "gold letters"), ("predicted_letters", "predicted letters")):
+        if key in summary:
+            table.add_row(label, shown(" ".join(f"{x}:{n}" for x, n in summary[key].items())))
     errors = summary["errors"]
     table.add_row("errors (not scored)", f"[red]{errors}[/red]" if errors else "0")
     table.add_row("LLM calls per sample", f"{summary['llm_calls_per_sample']:.2f}")
@@ -93,10 +129,17 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
     console.print(table)
     if errors:
         console.print(
-            f"[yellow]{errors} sample(s) failed ({summary.get('error_kinds')}): not scored; "
+            f"[yellow]{errors} sample(s) failed ({shown(summary.get('error_kinds'))}): not scored; "
             "the same command reruns them.[/yellow]"
         )
-    console.print(f"run folder: {summary['run_dir']}")
+    console.print(f"run folder: {shown(summary['run_dir'])}", highlight=False)
+
+
+def _paper_accuracy(summary: dict[str, Any]) -> float | None:
+    """The paper's figure for this task, system and model (reference_figures), or None."""
+    from mars_eval.reference_figures import paper_accuracy
+
+    return paper_accuracy(str(summary["task"]), str(summary["system"]), str(summary["model"]))
 
 
 def _short(n: int) -> str:

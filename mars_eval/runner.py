@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
+import shutil
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
-from mars_eval.mas import make_system
+from mars_eval.mas import make_system, mas_identity
 from mars_eval.mas.base import SampleContext, System
+from mars_eval.mas.matching import find_mad_match, match_summary
 from mars_eval.metrics import accuracy_metrics
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
+from mars_eval.outcomes import mark_outcome, outcome_summary
 from mars_eval.report import RunProgress
-from mars_eval.store import CachedClient, RunStore, slug
+from mars_eval.store import CachedClient, RunStore, StoreError, slug
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, ScorerError, Task
 
@@ -51,6 +56,9 @@ class EvalConfig:
     max_attempts: int | None = None
     engine: str = "auto"
     autogen_client: str = "auto"  # autogen's model client: auto = openai over HTTP, adapter in-process
+    autogen_style: str = "maslab"  # autogen conversation: maslab (the reference) or solver-reviewer
+    mad_judge: str = "first-round"  # which round's arguments MAD's judge sees
+    vote_match: dict[str, Any] | None = None  # the mad run a vote run was matched to (mas.matching)
 
     def identity(self, model_name: str) -> dict[str, Any]:
         """What decides results, hence the run folder's hash. Limit and samples are left out on
@@ -66,28 +74,29 @@ class EvalConfig:
             "agents": self.agents,
             "votes": self.votes,
             "autogen_client": self.autogen_client if self.system == "autogen" else None,
+            **mas_identity(
+                self.system,
+                autogen_style=self.autogen_style,
+                mad_judge=self.mad_judge,
+                matched_to=(self.vote_match or {}).get("run"),
+            ),
         }
 
 
-def matched_votes(cfg: EvalConfig, console: Console) -> int | None:
-    """Votes for a compute-matched `vote` run: the mean calls per sample of the newest finished
-    `mad` run on the same task and model in the same output folder (None: the system's default)."""
-    from pathlib import Path
-
-    model = cfg.model or ("" if cfg.base_urls else default_model())
-    pattern = f"{make_task(cfg.task).name}-mad-{slug(model)}-*/summary.json" if model else None
-    found = sorted(Path(cfg.output).glob(pattern), key=lambda p: p.stat().st_mtime) if pattern else []
-    for path in reversed(found):
-        try:
-            mean_calls = json.loads(path.read_text())["llm_calls_per_sample"]
-        except (OSError, ValueError, KeyError):
-            continue
-        votes = max(1, round(mean_calls))
-        console.print(
-            f"vote: matching {path.parent.name}: {mean_calls:.2f} calls per sample -> {votes} votes"
-        )
-        return votes
-    return None
+def matched_votes(cfg: EvalConfig, console: Console, model: str | None = None) -> int | None:
+    """Votes for a compute-matched `vote` run (see `mas.matching`): the mean calls per sample,
+    rounded half up, of the newest finished `mad` run on the same task and model in the same
+    output folder; sets `cfg.vote_match`. None: no such run (the system's default applies)."""
+    model = model or cfg.model or ("" if cfg.base_urls else default_model())
+    match = find_mad_match(cfg.output, make_task(cfg.task).name, model)
+    if match is None:
+        return None
+    cfg.vote_match = match
+    console.print(
+        f"vote: matching {escape(match['run'])}: {match['mad_calls_per_sample']:.2f} calls per sample"
+        f" -> {match['votes']} votes"
+    )
+    return match["votes"]
 
 
 def sample_key(problem: Problem, k: int) -> str:
@@ -121,8 +130,14 @@ async def solve_one(
         if result.answer is not None:
             record["answer_key"] = task.canonical(result.answer)
         record["correct"] = await asyncio.to_thread(task.score, result.answer, problem.gold)
+    except (StoreError, ConfigError):
+        raise  # the run folder cannot be written, or the model cannot be loaded: the run stops
     except ModelAccessError as exc:
-        record["error"] = f"model access: {exc}"
+        overflow = overflow_of(exc)
+        if overflow is None:
+            record["error"] = f"model access: {exc}"
+        else:  # the system's own failure: scored wrong, counted (see mars_eval.outcomes)
+            record.update(correct=False, context_overflow=True, how=f"context overflow: {overflow}")
     except ScorerError as exc:
         record["error"] = f"scorer: {exc}"
     except Exception as exc:  # a bug in a system must not take the other samples down
@@ -135,6 +150,7 @@ async def solve_one(
         completion_tokens=ctx.completion_tokens,
         latency_s=round(time.perf_counter() - started, 4),
     )
+    mark_outcome(record)
     return record
 
 
@@ -144,15 +160,25 @@ async def run_eval(
     client: ModelClient | None = None,
     console: Console | None = None,
     progress: bool = True,
+    close_client: bool = True,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) an evaluation and return its summary. Raises ConfigError before any work."""
+    """Run (or resume) an evaluation and return its summary. Raises ConfigError before any work.
+
+    A `client` shared by several runs (`mars-eval suite`) is passed with close_client=False: its
+    owner closes it. `on_record` sees each sample as it finishes (a suite-wide progress view).
+    """
     console = console or Console(stderr=True)
     task = make_task(cfg.task)
     system = make_system(
-        cfg.system, rounds=cfg.rounds, agents=cfg.agents, votes=cfg.votes, autogen_client=cfg.autogen_client
+        cfg.system,
+        rounds=cfg.rounds,
+        agents=cfg.agents,
+        votes=cfg.votes,
+        autogen_client=cfg.autogen_client,
+        autogen_style=cfg.autogen_style,
+        mad_judge=cfg.mad_judge,
     )
-    if cfg.system == "vote" and cfg.votes is None:
-        cfg.votes = matched_votes(cfg, console)
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     problems = task.load(data_files=cfg.data_files, seed=cfg.seed)
@@ -168,9 +194,16 @@ async def run_eval(
         max_attempts=cfg.max_attempts,
         engine=cfg.engine,
     )
+    # An in-process engine is loaded at the first call the run store cannot answer (a rerun
+    # whose calls are all stored never loads it); an endpoint is checked before any work.
+    lazy = not isinstance(client, HTTPClient)
     try:
-        await client.check()
+        if not lazy:
+            await client.check()
         model_name = cfg.model or client.model
+        if cfg.system == "vote" and cfg.votes is None:  # compute-matched: built once votes are known
+            cfg.votes = matched_votes(cfg, console, model_name)
+            system = make_system("vote", votes=cfg.votes)
         if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
             if isinstance(client, HTTPClient):
                 system.bind_endpoint(client.pool.base_url, model_name, client.pool, client.http.timeout)
@@ -182,12 +215,28 @@ async def run_eval(
         )
         try:
             return await _run(
-                cfg, task, system, problems, CachedClient(client, store), store, console, progress
+                cfg,
+                task,
+                system,
+                problems,
+                CachedClient(client, store, lazy_check=lazy),
+                store,
+                console,
+                progress,
+                on_record=on_record,
             )
+        except ConfigError:
+            # The model could not be loaded at its first call: leave no empty run folder behind.
+            empty = store.created and not store.records() and store.count_calls() == 0
+            store.close()
+            if empty:
+                shutil.rmtree(store.dir, ignore_errors=True)
+            raise
         finally:
             store.close()
     finally:
-        await client.aclose()
+        if close_client:
+            await client.aclose()
 
 
 async def _run(
@@ -199,6 +248,7 @@ async def _run(
     store: RunStore,
     console: Console,
     show_progress: bool,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     # Everything alive now (imported libraries, the dataset) lives for the whole run: freezing
     # it keeps the cyclic GC from rescanning it hundreds of times (about 0.6 ms of CPU per call).
@@ -207,7 +257,12 @@ async def _run(
     # Sample-major order, so a capped server sees every problem early.
     units = [(p, k) for k in range(cfg.samples) for p in problems]
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
-    started = time.perf_counter()
+    if len(todo) < len(units):
+        console.print(
+            f"resuming: {len(units) - len(todo)} of {len(units)} samples done, {len(todo)} to run",
+            markup=False,
+            highlight=False,
+        )
     with RunProgress(console, total=len(units), done=len(units) - len(todo), enabled=show_progress) as bar:
         earlier = store.records()
         for rec in (earlier.get(sample_key(p, k)) for p, k in units):
@@ -218,15 +273,18 @@ async def _run(
             record = await solve_one(system, task, problem, k, client, cfg)
             store.append(record)
             bar.advance(record, sent_calls=client.sent)
+            if on_record is not None:
+                on_record(record)
 
         try:
             await asyncio.gather(*(run_unit(p, k) for p, k in todo))
         finally:
             gc.unfreeze()
-    wall = time.perf_counter() - started
     latest = store.records()
     records = [r for r in (latest.get(sample_key(p, k)) for p, k in units) if r is not None]
-    summary = summarize(cfg, task, system, store, records, len(problems), wall, client.sent)
+    # wall_seconds covers every run of this folder: a resumed run adds its time to the earlier.
+    summary = summarize(cfg, task, system, store, records, len(problems), store.stop_clock(), client.sent)
+    summary["wall_seconds_this_run"] = round(store.wall_seconds() - store.wall_before, 3)
     store.write_summary(summary)
     return summary
 
@@ -251,6 +309,7 @@ def summarize(
         "n": n_problems,
         "samples": cfg.samples,
         **accuracy_metrics(records, cfg.samples),
+        **outcome_summary(records, getattr(task, "choices", None)),
         "errors": len(errors),
         "error_kinds": _error_kinds(errors),
         "llm_calls": calls,
@@ -259,6 +318,7 @@ def summarize(
         "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in records),
         "completion_tokens": sum(r.get("completion_tokens", 0) for r in records),
         "wall_seconds": round(wall, 3),
+        **match_summary(cfg.vote_match, records),
         "seed": cfg.seed,
         "sampling": asdict(cfg.params),
     }

@@ -5,31 +5,97 @@
         samples.jsonl    one line per finished unit (a problem sample, a game episode); append-only
         calls.sqlite     every completed model call, keyed by a hash of (model, messages, params)
         summary.json     the last summary written
+        .lock            holds the pid of the process running it (see Locking)
 
-Durability: each sample line is written with one write() and flushed, so a killed process
-leaves at most one partial trailing line, which `load_records` drops (and truncates away).
-Later lines for the same key win, so an errored sample that succeeds on a rerun replaces
-its error. Calls are committed to SQLite in WAL mode one at a time; a committed call survives
-a process kill.
+Durability: each sample line is written with one write() call, so a killed process leaves at
+most one partial trailing line, which `load_records` drops (and truncates away). Later lines
+for the same key win, so an errored sample that succeeds on a rerun replaces its error. Calls
+are committed to SQLite in WAL mode one at a time; a committed call survives a process kill.
+
+Locking: a run folder is held with flock() on `.lock` while a store is open. The kernel drops
+the lock when the process ends however it ends, so a killed run never leaves a stale lock, and
+a second identical command fails at once (RunInUse, exit 2) instead of sending every call again.
+
+Text stored once: a reply's text lives in the sample's transcript in samples.jsonl. A call row
+keeps the text only until the sample that made the call is written without an error; then the
+row is rewritten to a reference (sample key, transcript index) plus the reply's small fields, and
+`get_call` rebuilds the reply from the transcript. A sample's `final_text`, when it is the
+content of one of its transcript entries, is written as `final_text_from` (that index) and
+restored by `load_records`. samples.jsonl alone still holds every reply, readable as it is.
+
+Bad text: lone UTF-16 surrogates (JSON "\\ud800", sent by some servers for broken tokens) cannot
+be encoded as UTF-8; every reply is cleaned (`clean_text`) before it is stored or used, so no
+reply can make a run, or its rerun, fail. NUL characters are valid text and kept.
+
+A folder that cannot be written (disk full, read-only, no permission) raises `StoreError` with
+one readable line; what was already stored stays, and the same command resumes later.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import sqlite3
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
+from mars_eval.models.base import ChatResponse, ConfigError, Message, ModelClient, SamplingParams
+
+LOCK_NAME = ".lock"
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_STORAGE_ERRORS = (OSError, sqlite3.DatabaseError)
+
+
+class StoreError(RuntimeError):
+    """The run folder could not be written mid-run (disk full, read-only): the CLI prints this
+    one line and exits 1; finished samples stay, and the same command resumes."""
+
+
+class RunInUse(ConfigError):
+    """Another live process holds this run folder (found before any work: exit 2)."""
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates replaced by U+FFFD, so it can be written as UTF-8 anywhere."""
+    return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
+
+
+def clean_response(resp: ChatResponse) -> ChatResponse:
+    """Clean a reply's text fields in place (and return it): callers keep using the same object."""
+    resp.content = clean_text(resp.content or "")
+    resp.thinking = clean_text(resp.thinking or "")
+    if resp.finish_reason is not None:
+        resp.finish_reason = clean_text(str(resp.finish_reason))
+    return resp
+
+
+def _clean_any(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean_any(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean_any(v) for v in value]
+    return value
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 def config_hash(config: dict[str, Any]) -> str:
     blob = json.dumps(config, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:10]
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def slug(text: str) -> str:
@@ -38,27 +104,101 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60] or "model"
 
 
+def _fingerprint(content: Any, thinking: Any, prompt_tokens: Any, completion_tokens: Any) -> tuple:
+    """What identifies a reply's text in a transcript entry (exact: the strings themselves)."""
+    return (content, thinking or "", prompt_tokens, completion_tokens)
+
+
 class RunStore:
     def __init__(self, run_dir: Path, config: dict[str, Any], fresh: bool = False):
         self.dir = Path(run_dir)
         self.config = config
-        if fresh and self.dir.exists():
-            shutil.rmtree(self.dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._atomic_write(self.dir / "config.json", json.dumps(config, indent=2, default=str))
-        self.samples_path = self.dir / "samples.jsonl"
-        self._db = sqlite3.connect(self.dir / "calls.sqlite", isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
-        # Keys in memory: a call not stored yet (most of them) costs no query before it is sent.
-        self._call_keys = {row[0] for row in self._db.execute("SELECT key FROM calls")}
-        self._records = self.load_records(self.samples_path)
-        self._out = open(self.samples_path, "a", encoding="utf-8")  # noqa: SIM115 (lives with the store)
+        self._lock_fd: int | None = None
+        self._fd: int | None = None
+        self._db: sqlite3.Connection | None = None
+        try:
+            self.created = not self.dir.exists()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock()
+            if fresh:
+                self._clear()
+            self._atomic_write(self.dir / "config.json", json.dumps(config, indent=2, default=str))
+            self.samples_path = self.dir / "samples.jsonl"
+            self._open_db()
+            self._records = self.load_records(self.samples_path)
+            self._fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except _STORAGE_ERRORS as exc:
+            self._release()
+            raise ConfigError(f"cannot use the run folder {self.dir}: {_why(exc)}") from exc
+        except BaseException:
+            self._release()
+            raise
+        # Replies served or stored in this process whose text is not yet a reference:
+        # fingerprint -> call keys (see the module docstring).
+        self._unreferenced: dict[tuple, list[str]] = {}
+        self.wall_before = float(self._meta("wall_seconds") or 0.0)  # earlier runs of this folder
+        self._opened = time.perf_counter()
+        self._wall_final: float | None = None
 
     @classmethod
     def for_run(cls, output: str | Path, name: str, config: dict[str, Any], fresh: bool = False) -> RunStore:
         return cls(Path(output) / f"{name}-{config_hash(config)}", config, fresh=fresh)
+
+    # --- opening -------------------------------------------------------------------------
+    def _lock(self) -> None:
+        fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise RunInUse(
+                f"run folder {self.dir} is in use by process {holder} (the same run, started "
+                "earlier); wait for it to finish or stop it, then run this command again"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._lock_fd = fd
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+    def _clear(self) -> None:
+        """--fresh: empty the folder but keep it (and the lock held on its `.lock`)."""
+        for entry in self.dir.iterdir():
+            if entry.name == LOCK_NAME:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+    def _open_db(self) -> None:
+        self._db = sqlite3.connect(self.dir / "calls.sqlite", isolation_level=None)
+        # Set before the first table on a new file (ignored on an old one): pages freed when
+        # replies become references are given back to the file system at close.
+        self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        # Keys in memory: a call not stored yet (most of them) costs no query before it is sent.
+        self._call_keys = {row[0] for row in self._db.execute("SELECT key FROM calls")}
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Storage failures mid-run become one StoreError line."""
+        try:
+            yield
+        except _STORAGE_ERRORS as exc:
+            raise StoreError(
+                f"cannot write to the run folder {self.dir}: {_why(exc)}. Finished samples are "
+                "kept; make room (or make the folder writable) and run the same command to resume"
+            ) from exc
 
     # --- samples -------------------------------------------------------------------------
     @staticmethod
@@ -71,13 +211,15 @@ class RunStore:
         with open(path, "rb") as f:
             for raw in f:
                 if not raw.endswith(b"\n"):
-                    break
+                    break  # the torn tail of a killed write: cut off below
+                good_bytes += len(raw)
                 try:
                     rec = json.loads(raw)
-                except json.JSONDecodeError:
-                    break
-                records[rec["key"]] = rec
-                good_bytes += len(raw)
+                except ValueError:  # a whole line that is not JSON (edited by hand): skipped
+                    continue
+                if isinstance(rec, dict) and "key" in rec:
+                    _expand(rec)
+                    records[rec["key"]] = rec
         if good_bytes != path.stat().st_size:
             with open(path, "r+b") as f:
                 f.truncate(good_bytes)
@@ -92,46 +234,165 @@ class RunStore:
         return rec is not None and not rec.get("error")
 
     def append(self, record: dict[str, Any]) -> None:
-        """Append one finished unit (must carry a unique "key")."""
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        self._out.write(line)
-        self._out.flush()
-        self._records[record["key"]] = record
+        """Append one finished unit (must carry a unique "key"); replies' text is kept once."""
+        line = _line(record)
+        with self._writing():
+            data = line.encode("utf-8")
+            while data:  # one write() in practice; a short write (disk full) is continued
+                data = data[os.write(self._fd, data) :]
+            self._records[record["key"]] = record
+            if not record.get("error"):
+                self._reference_calls(record)
+            self._save_wall()
+
+    def _reference_calls(self, record: dict[str, Any]) -> None:
+        """Rewrite the call rows whose reply text this (final) record now holds into references."""
+        updates = []
+        for i, entry in enumerate(record.get("transcript") or ()):
+            if not isinstance(entry, dict) or "content" not in entry:
+                continue
+            fp = _fingerprint(
+                entry["content"],
+                entry.get("thinking"),
+                entry.get("prompt_tokens"),
+                entry.get("completion_tokens"),
+            )
+            keys = self._unreferenced.get(fp)
+            if not keys:
+                continue
+            key, small = keys.pop()
+            if not keys:
+                del self._unreferenced[fp]
+            updates.append((json.dumps({**small, "ref": record["key"], "i": i}), key))
+        if updates:
+            self._db.executemany("UPDATE calls SET response = ? WHERE key = ?", updates)
 
     # --- calls ---------------------------------------------------------------------------
     @staticmethod
     def call_key(model: str, messages: list[Message], params: SamplingParams) -> str:
         blob = json.dumps([model, messages, params.to_dict()], sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def get_call(self, key: str) -> ChatResponse | None:
+        """A stored reply (cleaned), or None when the call must be sent."""
         if key not in self._call_keys:
             return None
         row = self._db.execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
-        return ChatResponse.from_dict(json.loads(row[0])) if row else None
+        if row is None:
+            return None
+        data = json.loads(row[0])
+        if "ref" in data:
+            rec = self._records.get(data.pop("ref"))
+            i = data.pop("i", -1)
+            transcript = (rec or {}).get("transcript") or []
+            if not (0 <= i < len(transcript)) or "content" not in transcript[i]:
+                self._call_keys.discard(key)  # the text is gone (samples.jsonl edited): ask again
+                return None
+            data.update(content=transcript[i]["content"], thinking=transcript[i].get("thinking") or "")
+            return clean_response(ChatResponse.from_dict(data))
+        resp = clean_response(ChatResponse.from_dict(data))
+        self._remember(key, resp)
+        return resp
 
     def put_call(self, key: str, resp: ChatResponse) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO calls (key, response) VALUES (?, ?)", (key, json.dumps(resp.to_dict()))
-        )
+        """Store a completed call. Its text is cleaned in place first (see `clean_text`)."""
+        clean_response(resp)
+        with self._writing():
+            self._db.execute(
+                "INSERT OR REPLACE INTO calls (key, response) VALUES (?, ?)",
+                (key, json.dumps(resp.to_dict(), default=str)),
+            )
         self._call_keys.add(key)
+        self._remember(key, resp)
+
+    def _remember(self, key: str, resp: ChatResponse) -> None:
+        small = {k: v for k, v in resp.to_dict().items() if k not in ("content", "thinking", "cached")}
+        fp = _fingerprint(resp.content, resp.thinking, resp.prompt_tokens, resp.completion_tokens)
+        self._unreferenced.setdefault(fp, []).append((key, small))
 
     def count_calls(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
-    # --- summary -------------------------------------------------------------------------
+    # --- time and summary ----------------------------------------------------------------
+    def wall_seconds(self) -> float:
+        """Wall time over every run of this folder: earlier runs' plus this one's so far."""
+        if self._wall_final is not None:
+            return self._wall_final
+        return self.wall_before + (time.perf_counter() - self._opened)
+
+    def stop_clock(self) -> float:
+        """End this run's wall time (when its summary is made) and return the total."""
+        self._wall_final = self.wall_seconds()
+        return self._wall_final
+
+    def _save_wall(self) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('wall_seconds', ?)",
+            (repr(self.wall_seconds()),),
+        )
+
     def write_summary(self, summary: dict[str, Any]) -> None:
-        self._atomic_write(self.dir / "summary.json", json.dumps(summary, indent=2, default=str))
+        with self._writing():
+            self._save_wall()
+            self._atomic_write(
+                self.dir / "summary.json", json.dumps(_clean_any(summary), indent=2, default=str)
+            )
 
     @staticmethod
     def _atomic_write(path: Path, text: str) -> None:
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors="replace")
         os.replace(tmp, path)
 
     def close(self) -> None:
-        self._out.close()
-        self._db.close()
+        """Close files and give the folder back; storage errors here are not worth a traceback."""
+        if self._db is not None:
+            with contextlib.suppress(*_STORAGE_ERRORS):
+                self._save_wall()
+                self._db.executescript("PRAGMA incremental_vacuum;")  # execute() frees one page only
+        self._release()
+
+    def _release(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(*_STORAGE_ERRORS):
+                self._db.close()
+            self._db = None
+        for name in ("_fd", "_lock_fd"):  # the lock goes last
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)
+
+
+def _line(record: dict[str, Any]) -> str:
+    """One samples.jsonl line: final_text by reference when the transcript holds it; any text that
+    cannot be UTF-8 (lone surrogates from outside) cleaned rather than crashing the run."""
+    out = record
+    final = record.get("final_text")
+    if isinstance(final, str) and final:
+        transcript = record.get("transcript") or []
+        for i in range(len(transcript) - 1, -1, -1):
+            entry = transcript[i]
+            if isinstance(entry, dict) and entry.get("content") == final:
+                out = {k: v for k, v in record.items() if k != "final_text"}
+                out["final_text_from"] = i
+                break
+    line = json.dumps(out, ensure_ascii=False, default=str) + "\n"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(_clean_any(out), ensure_ascii=False, default=str) + "\n"
+    return line
+
+
+def _expand(rec: dict[str, Any]) -> None:
+    """Undo `_line`'s reference: restore final_text from the transcript entry it names."""
+    i = rec.pop("final_text_from", None)
+    if isinstance(i, int):
+        transcript = rec.get("transcript") or []
+        if 0 <= i < len(transcript) and isinstance(transcript[i], dict):
+            rec["final_text"] = transcript[i].get("content", "")
 
 
 class CachedClient:
@@ -139,13 +400,19 @@ class CachedClient:
 
     The per-call seed is part of the key (SampleContext derives it per agent and call), so
     identical prompts in different samples or turns are still distinct calls.
+
+    The inner client is checked lazily (`lazy_check`): an in-process engine is loaded at the
+    first call the store cannot answer, so a rerun whose calls are all stored never loads it.
     """
 
-    def __init__(self, inner: ModelClient, store: RunStore):
+    def __init__(self, inner: ModelClient, store: RunStore, *, lazy_check: bool = False):
         self.inner = inner
         self.store = store
         self.model = inner.model
         self.sent = 0  # calls actually sent this process (not served from the store)
+        self._lazy = lazy_check
+        self._checked = False
+        self._check_lock: asyncio.Lock | None = None
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         key = RunStore.call_key(self.model, messages, params)
@@ -153,13 +420,25 @@ class CachedClient:
         if hit is not None:
             hit.cached = True
             return hit
+        if self._lazy and not self._checked:
+            await self.check()
         resp = await self.inner.chat(messages, params)
         self.sent += 1
         self.store.put_call(key, resp)
         return resp
 
+    @property
+    def checked(self) -> bool:
+        """Whether the inner client was checked (for an in-process engine: loaded)."""
+        return self._checked
+
     async def check(self) -> None:
-        await self.inner.check()
+        if self._check_lock is None:
+            self._check_lock = asyncio.Lock()
+        async with self._check_lock:  # concurrent first calls check once
+            if not self._checked:
+                await self.inner.check()
+                self._checked = True
 
     async def aclose(self) -> None:
         await self.inner.aclose()

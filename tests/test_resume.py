@@ -15,9 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from tests.support.cli import mas_args, run_cli, start_cli
 from tests.support.datasets import write_aime_set
+from tests.support.scripted_policy import Reply
+from tests.support.scripted_server import ScriptedApp, ScriptedServer
 
 MODEL = "scripted-model"
 N = 40
@@ -126,3 +129,120 @@ def test_rerun_of_finished_run_sends_nothing_and_fresh_starts_over(setup):
     run_dir = only_run_dir(output)
     assert len(whole_lines(run_dir / "samples.jsonl")) == N  # the old lines were dropped
     assert committed_calls(run_dir) == N
+
+
+# --- issue 10: hostile replies, concurrent identical runs, a full disk --------------------------
+
+
+class BadBytesApp(ScriptedApp):
+    """Replaces the marker @@BAD@@ in each JSON reply body with bytes that are not UTF-8."""
+
+    async def chat(self, request):
+        resp = await super().chat(request)
+        body = getattr(resp, "body", None)
+        if isinstance(body, bytes) and b"@@BAD@@" in body:
+            return web.Response(
+                body=body.replace(b"@@BAD@@", b"\xff\xfe"),
+                status=resp.status,
+                content_type="application/json",
+            )
+        return resp
+
+
+def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path):
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=6)
+    odd = {"[Q01]": "lone \ud800 surrogate", "[Q02]": "a NUL \x00 byte", "[Q03]": "bytes @@BAD@@ here"}
+
+    def policy(req):
+        for tag, text in odd.items():
+            if tag in req.prompt:
+                gold = aime.golds[tag]
+                return Reply(
+                    content=f"{text}; the answer is \\boxed{{{gold}}}.", reasoning_content="t \udfff"
+                )
+        return aime.policy(req)
+
+    srv = ScriptedServer(policy)
+    srv.app = BadBytesApp(policy)
+    with srv:
+        args = mas_args(
+            model=MODEL,
+            base_urls=[srv.base_url],
+            output=tmp_path / "runs",
+            data_files=aime.path,
+            system="mad",
+        )
+        res = run_cli(args)
+        assert res.returncode == 0, res.describe()
+        s = res.summary
+        assert (s["n"], s["errors"]) == (6, 0)
+        sent = srv.stats()["ok"]
+        records = {r["key"]: r for r in whole_lines(Path(s["run_dir"]) / "samples.jsonl")}
+        assert all(records[f"{i}#0"]["correct"] is True for i in (1, 2, 3))  # scored, not dropped
+        texts = [e["content"] for r in records.values() for e in r["transcript"] if "content" in e]
+        assert any("lone \ufffd surrogate" in t for t in texts)
+        assert any("a NUL \x00 byte" in t for t in texts)
+        assert any("bytes \ufffd\ufffd here" in t for t in texts)
+
+        again = run_cli(args)  # the rerun reads every stored reply back: no crash, nothing sent
+        assert again.returncode == 0, again.describe()
+        assert again.summary["calls_sent"] == 0 and srv.stats()["ok"] == sent
+        assert again.summary["accuracy"] == s["accuracy"]
+
+
+def test_second_identical_command_exits_2_and_names_the_first(setup):
+    aime, srv, args, output = setup
+    first = start_cli(args)
+    lock = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and lock is None:
+        found = list(output.glob("*/.lock")) if output.exists() else []
+        if found and found[0].read_text().strip():
+            lock = found[0]
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    assert lock is not None and lock.read_text().strip() == str(first.pid)
+    second = run_cli(args)
+    assert second.returncode == 2, second.describe()
+    assert f"in use by process {first.pid}" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert srv.stats()["ok"] == N and max(srv.ok_bodies().values()) == 1  # nothing sent twice
+
+
+def test_full_disk_mid_run_is_one_line_then_the_same_command_resumes(setup):
+    import resource
+    import subprocess
+
+    from tests.support.cli import cli_env, mars_eval_command
+
+    aime, srv, args, output = setup
+    srv.latency = 0.0
+
+    def small_disk():  # every file this process writes is capped at 64 kB: writes fail with EFBIG
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    full = subprocess.run(
+        [*mars_eval_command(), *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        preexec_fn=small_disk,
+        timeout=120,
+    )
+    assert full.returncode == 1, full.stderr
+    errors = [ln for ln in full.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "cannot write to the run folder" in errors[0] and "resume" in errors[0]
+    assert "Traceback" not in full.stderr
+    samples = only_run_dir(output) / "samples.jsonl"
+    before = {r["key"] for r in whole_lines(samples)}
+    assert len(before) < N
+
+    res = run_cli(args)
+    assert res.returncode == 0, res.describe()
+    s = res.summary
+    assert (s["n"], s["errors"]) == (N, 0) and s["accuracy"] == pytest.approx(aime.accuracy())
+    keys = [r["key"] for r in whole_lines(samples)]
+    assert len(keys) == len(set(keys)) == N

@@ -133,3 +133,114 @@ def test_vote_matches_the_calls_of_a_mad_run(tmp_path):
     votes = matched_votes(cfg(tmp_path, system="vote", model="oracle"), Console(quiet=True))
     assert votes == 5
     assert matched_votes(cfg(tmp_path, system="vote", model="other"), Console(quiet=True)) is None
+
+
+# --- run lifecycle (issue 10): resume message, wall time, lazy model load, exit codes -----------
+
+
+def test_rerun_says_what_it_resumes_and_adds_its_wall_time(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    first = asyncio.run(run_eval(cfg(tmp_path, limit=4), client=Oracle(), progress=False))
+    out = io.StringIO()
+    second = asyncio.run(
+        run_eval(cfg(tmp_path, limit=10), client=Oracle(), console=Console(file=out), progress=False)
+    )
+    assert "resuming: 4 of 10 samples done, 6 to run" in out.getvalue()
+    assert second["wall_seconds_this_run"] > 0
+    assert second["wall_seconds"] == pytest.approx(
+        first["wall_seconds"] + second["wall_seconds_this_run"], abs=2e-3
+    )
+    saved = json.loads(open(f"{second['run_dir']}/summary.json").read())
+    assert saved["wall_seconds"] == second["wall_seconds"]
+
+
+class InProcess(Oracle):
+    """An in-process engine stand-in: `check` is what loads the model."""
+
+    model = "in-process"
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.loads = 0
+
+    async def check(self):
+        self.loads += 1
+
+    async def chat(self, messages, params):
+        assert self.loads == 1, "a call before the model was loaded"
+        return await super().chat(messages, params)
+
+
+def test_in_process_model_is_loaded_only_when_a_call_must_be_sent(tmp_path):
+    engine = InProcess(broken={"3"})
+    asyncio.run(run_eval(cfg(tmp_path), client=engine, progress=False))
+    assert engine.loads == 1  # loaded once, by the first call
+    again = InProcess()
+    summary = asyncio.run(run_eval(cfg(tmp_path, limit=3), client=again, progress=False))
+    assert again.loads == 0 and again.sent == 0 and summary["errors"] == 0  # all stored: never loaded
+    retry = InProcess()
+    asyncio.run(run_eval(cfg(tmp_path), client=retry, progress=False))
+    assert retry.loads == 1 and retry.sent == 1  # the errored sample needed a call
+
+
+def test_a_model_that_cannot_load_stops_the_run_and_leaves_no_folder(tmp_path):
+    from mars_eval.models.base import ConfigError
+
+    class Missing(InProcess):
+        async def check(self):
+            raise ConfigError("no such model folder: /nope")
+
+    with pytest.raises(ConfigError, match="no such model folder"):
+        asyncio.run(run_eval(cfg(tmp_path), client=Missing(), progress=False))
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unwritable_run_folder_stops_the_run_instead_of_erroring_samples(tmp_path, monkeypatch):
+    from mars_eval.store import RunStore, StoreError
+
+    def full(self, key, resp):
+        raise StoreError("cannot write to the run folder: No space left on device")
+
+    monkeypatch.setattr(RunStore, "put_call", full)
+    with pytest.raises(StoreError):
+        asyncio.run(run_eval(cfg(tmp_path), client=Oracle(), progress=False))
+    monkeypatch.undo()
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / "samples.jsonl").read_text() == ""  # no sample was written as an error
+    summary = asyncio.run(run_eval(cfg(tmp_path), client=Oracle(), progress=False))
+    assert summary["errors"] == 0 and summary["accuracy"] == pytest.approx(0.5)
+
+
+def test_mas_exit_code_is_3_when_every_call_failed(tmp_path, scripted_server):
+    from tests.support.cli import mas_args, run_cli
+    from tests.support.datasets import write_aime_set
+    from tests.support.scripted_policy import FaultPlan
+
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=4)
+    srv = scripted_server(aime.policy, faults=FaultPlan(always={"": "500"}))
+    args = mas_args(
+        model="scripted-model", base_urls=[srv.base_url], output=tmp_path / "runs", data_files=aime.path
+    )
+    res = run_cli([*args, "--max-attempts", "1"])
+    assert res.returncode == 3, res.describe()
+    assert res.summary["errors"] == 4 and "Traceback" not in res.stderr
+    srv.faults = FaultPlan()
+    res = run_cli([*args, "--max-attempts", "1"])
+    assert res.returncode == 0, res.describe()
+    assert res.summary["errors"] == 0 and res.summary["calls_sent"] == 4
+
+
+def test_games_exit_code_is_3_when_episodes_errored(monkeypatch):
+    from mars_eval.games import runner as games_runner
+
+    async def fake_run_games(cfg):
+        return {"run_dir": "x", "agent": "random", "model": None, "results": [], "errors": 2,
+                "normalization": "", "calls_sent": 0}  # fmt: skip
+
+    monkeypatch.setattr(games_runner, "run_games", fake_run_games)
+    monkeypatch.setattr(games_runner, "build_config", lambda **kw: None)
+    monkeypatch.setattr(games_runner, "print_results", lambda summary, console: None)
+    assert games_runner.games_command() == 3

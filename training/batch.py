@@ -9,6 +9,7 @@ it produced (ending with the end-of-turn token when it stopped). Training rows a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -25,7 +26,8 @@ class Turn:
     valid: bool = True
     truncated: bool = False  # hit max_new_tokens without an end-of-turn token
     reward: float = 0.0
-    advantage: float = 0.0
+    advantage: float = 0.0  # the turn's advantage (the mean over its tokens when they differ)
+    token_advantages: Any = None  # one value per response token when they differ (reference mode)
     text: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -62,6 +64,13 @@ def per_token(values: list[list[float]], loss_mask: torch.Tensor) -> torch.Tenso
         if len(vals):
             out[b, idx] = torch.tensor(vals, dtype=out.dtype)
     return out
+
+
+def turn_token_advantages(turn: Turn) -> list[float]:
+    """The advantage of each response token of a turn."""
+    if turn.token_advantages is not None:
+        return [float(v) for v in turn.token_advantages]
+    return [turn.advantage] * len(turn.response_ids)
 
 
 def gather_response(values: torch.Tensor, loss_mask: torch.Tensor) -> list[list[float]]:

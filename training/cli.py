@@ -2,41 +2,111 @@
 
     mars-train --preset tiny --output runs/tiny
     mars-train --preset qwen3-4b --output runs/q4b [--steps N] [--resume] [--config FILE] [key=value ...]
+    mars-train --preset qwen3-4b --print-config --world-size 8     # resolved settings as JSON
     torchrun --nproc-per-node 8 -m training.cli --preset qwen3-4b --output runs/q4b
 
-Bad input (unknown preset, game or setting, impossible batch sizes, missing model) is reported
-in one line before any work, exit status 2. A stopped run (non-finite loss) exits 3.
+Bad input (unknown preset, game or setting, impossible batch sizes, missing model, a resumed run
+whose settings changed) is reported in one line before any work, exit status 2. A stopped run
+(non-finite loss) exits 3.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
+from mars_eval.help_format import RichHelpParser
 from mars_eval.models.base import ConfigError
-from training.config import PRESETS, build_config, parse_overrides
+from mars_eval.validate import check_train_output
+from training.config import PRESETS, SAFE_CHANGES, build_config, derived, parse_overrides, validate
+
+STEPS_HELP = (
+    "total RL steps (rollout batches), overriding the preset. It also sets the length of the lr "
+    "schedule (warmup + cosine are laid out over steps x optimizer steps per batch), so a short run "
+    "is a compressed schedule, not the first N steps of the long one. It does not shorten the "
+    "tiny preset's supervised warm start, an evaluation, or a rollout batch"
+)
+
+# What an option's None default means, for --help (mars-eval's style: every default shown).
+HELP_DEFAULTS = {
+    "preset": "none: TrainConfig's own settings",
+    "output": "none",
+    "steps": "the preset's",
+    "config": "none",
+    "overrides": "none",
+}
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mars-train", description="MARS self-play RL (turn-level advantages).")
+    p = RichHelpParser(
+        prog="mars-train",
+        description="MARS self-play RL (turn-level advantages). Presets: `mars-eval list`.",
+        defaults=HELP_DEFAULTS,
+    )
     p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="starting configuration")
-    p.add_argument("--output", required=True, help="run folder (checkpoints/, metrics.jsonl)")
-    p.add_argument("--steps", type=int, default=None, help="total RL steps (overrides the preset)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest step checkpoint")
+    p.add_argument(
+        "--output", default=None, help="run folder (checkpoints/, metrics.jsonl); required to train"
+    )
+    p.add_argument("--steps", type=int, default=None, help=STEPS_HELP)
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the latest step checkpoint (or from checkpoints/initial, after the warm "
+        "start); refused when the settings differ from the run's, see --allow-change",
+    )
+    p.add_argument(
+        "--allow-change",
+        default="",
+        metavar="KEYS",
+        help=f"with --resume: comma-separated settings that may differ (only {', '.join(SAFE_CHANGES)})",
+    )
     p.add_argument("--config", default=None, help="JSON or TOML file of settings")
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved settings and derived figures as one JSON object, and exit",
+    )
+    p.add_argument(
+        "--world-size",
+        type=int,
+        default=None,
+        help="ranks to assume for --print-config (default: $WORLD_SIZE or 1)",
+    )
     p.add_argument(
         "overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=1e-5 games=tic_tac_toe"
     )
     return p
 
 
+def print_config(args: argparse.Namespace) -> int:
+    cfg = build_config(args.preset, args.config, parse_overrides(args.overrides), args.steps)
+    world = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    if world < 1:
+        raise ConfigError(f"--world-size must be >= 1 (got {world})")
+    from mars_eval.games import ALL_GAMES
+
+    validate(cfg, world, ALL_GAMES)
+    print(
+        json.dumps({"preset": args.preset, "config": cfg.to_dict(), "derived": derived(cfg, world)}, indent=2)
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
+        if args.print_config:
+            return print_config(args)
+        if not args.output:
+            raise ConfigError("--output is required (the run folder)")
+        check_train_output(args.output)
         cfg = build_config(args.preset, args.config, parse_overrides(args.overrides), args.steps)
         from training.trainer import Trainer
 
-        trainer = Trainer(cfg, args.output, resume=args.resume)
+        allowed = tuple(k.strip() for k in args.allow_change.split(",") if k.strip())
+        trainer = Trainer(cfg, args.output, resume=args.resume, allow_changes=allowed)
         trainer.preflight()
     except ConfigError as exc:
         print(f"mars-train: error: {exc}", file=sys.stderr)

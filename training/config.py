@@ -27,10 +27,12 @@ class TrainConfig:
     # --- model and engine ---
     model: str = "Qwen/Qwen3-4B"  # HF dir or hub id; TINY_MODEL builds a small model locally
     engine: str = "transformers"  # "transformers" (CPU/GPU) or "vllm" (GPU, colocated)
-    dtype: str = "float32"  # "float32" | "bfloat16"
+    dtype: str = "float32"  # compute dtype of policy forward/backward, reference model, engine
+    master_dtype: str = "float32"  # policy weights + AdamW state ("float32" = fp32 master weights)
     device: str = "auto"  # "auto" | "cpu" | "cuda"
     gradient_checkpointing: bool = False
     vllm_gpu_memory_utilization: float = 0.35
+    vllm_tensor_parallel: int = 1  # GPUs per vLLM engine (external_launcher: one engine per TP group)
     # --- games and rollouts ---
     games: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
     prompt_style: str = "full"  # "full" (multi-turn chat) | "compact" (one short user message per turn)
@@ -45,28 +47,38 @@ class TrainConfig:
     invalid_penalty: float = -10.0
     draw_value: float = 0.1  # replaces a draw's 0 in competitive games
     length_penalty_start: int = 2048  # penalty 0 at this many response tokens ...
-    length_penalty_end: int = 4096  # ... reaching -length_penalty_max here (linear, capped)
+    length_penalty_end: int = 4085  # ... reaching -length_penalty_max here (linear, capped);
+    # 4085 = 2048 + (2048 - 11): the reference's slope is 0.5 / (max_len 2048 - min_len 11)
     length_penalty_max: float = 0.5
+    forfeit: str = "reference"  # payoffs of an invalid move: "reference" (envs' get_losing_state) | "game"
+    forfeit_tokens: int = 4096  # a reply of this many tokens or more forfeits (reference; 0: off)
     # --- advantage ---
     advantage: str = "turn"  # "turn" (MARS) | "trajectory" (GRPO-style ablation)
-    normalization: str = "agent"  # "agent" (per (game, seat) mean, then whitening) | "global"
+    # "reference" (the reference pipeline, see training/advantages.py) | "return_mean" (per
+    # (game, seat) mean of the returns, then whitening) | "global" (whitening only)
+    normalization: str = "reference"
     gamma: float = 1.0
+    reward_clip: float = 0.0  # |normalized reward| cap (reference: reward_clip, unset = 0 = off)
+    advantage_clip: float = 0.0  # |advantage| cap (reference: advantage_clip, unset = 0 = off)
     # --- optimisation ---
     steps: int = 200
     lr: float = 1e-6
     lr_schedule: str = "cosine"  # "cosine" | "constant"
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
+    min_lr_ratio: float = 0.0  # reference: Megatron's min_lr, unset = 0
+    warmup_steps: int = 10  # counted in `schedule_unit`s
+    schedule_unit: str = "optimizer"  # warmup/cosine counted in optimizer steps (reference) | "rollout"
     weight_decay: float = 0.05
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0
     clip_eps: float = 0.2
-    dual_clip: float = 3.0  # c in the dual clip; <= 1 disables it
+    dual_clip: float = 1.4  # c in the dual clip (reference: 1 + 2 * clip_eps); <= 1 disables it
     ppo_epochs: int = 1
-    minibatches: int = 1  # optimizer steps per PPO epoch
-    micro_batch_size: int = 8  # sequences per forward/backward
+    minibatches: int = 48  # optimizer steps per PPO epoch (reference: 384 / 8 trajectories = 48)
+    micro_batch_size: int = 8  # rows (turns) per forward/backward
+    loss_agg: str = "trajectory"  # token mean per "trajectory" (reference) or per "turn", then mean
     kl_coef: float = 0.2  # k3 KL to the frozen reference; 0 disables (and skips the reference)
+    kl_clamp: float = 10.0  # k3 clamped to [-c, c] as the reference; 0: no clamp
     recompute_logprobs: bool = False  # recompute behaviour log-probs with the trainer (vLLM mismatch)
     # --- sampling ---
     temperature: float = 0.6
@@ -81,6 +93,7 @@ class TrainConfig:
     eval_opponents: tuple[str, ...] = ("standard",)  # "standard" = the paper's per-game opponents
     seed: int = 0
     live: bool = True  # rich live view on a terminal
+    tracker: str = "tensorboard"  # also log to "tensorboard" (DIR/tensorboard) | "wandb" (offline) | "none"
     # written into each checkpoint's mars_eval.json (how `mars-eval games --model DIR` samples)
     eval_temperature: float = 0.6
     eval_max_tokens: int = 4096
@@ -124,11 +137,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         beta2=0.95,
         grad_clip=1.0,
         clip_eps=0.2,
-        dual_clip=3.0,
+        dual_clip=1.4,
         ppo_epochs=1,
-        minibatches=1,
+        minibatches=48,
         micro_batch_size=4,
+        loss_agg="trajectory",
+        normalization="reference",
+        min_lr_ratio=0.0,
+        schedule_unit="optimizer",
+        master_dtype="float32",
+        forfeit="reference",
+        forfeit_tokens=4096,
+        length_penalty_start=2048,
+        length_penalty_end=4085,
         kl_coef=0.2,
+        kl_clamp=10.0,
         gamma=1.0,
         temperature=0.6,
         top_p=0.99,
@@ -168,6 +191,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         ppo_epochs=2,
         minibatches=2,
         micro_batch_size=128,
+        # the settings this preset was tuned and measured with (training/README.md), kept as
+        # named options where the reference defaults differ:
+        loss_agg="turn",
+        normalization="return_mean",
+        min_lr_ratio=0.1,
+        schedule_unit="rollout",
+        kl_clamp=0.0,
+        forfeit="game",
+        forfeit_tokens=0,
         kl_coef=0.05,  # an anchor to the warm-started policy: an all-invalid batch still has a gradient
         temperature=1.0,
         top_p=1.0,
@@ -201,6 +233,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         prompt_style="compact",
         enable_thinking=False,
         rollout_batch=8,
+        minibatches=2,
+        forfeit_tokens=0,
         steps=2,
         lr=1e-3,
         warmup_steps=0,
@@ -323,10 +357,15 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
     choices = {
         "engine": ("transformers", "vllm"),
         "dtype": ("float32", "bfloat16"),
+        "master_dtype": ("float32", "bfloat16"),
+        "loss_agg": ("trajectory", "turn"),
+        "schedule_unit": ("optimizer", "rollout"),
+        "forfeit": ("reference", "game"),
+        "tracker": ("tensorboard", "wandb", "none"),
         "device": ("auto", "cpu", "cuda"),
         "prompt_style": ("full", "compact"),
         "advantage": ("turn", "trajectory"),
-        "normalization": ("agent", "global"),
+        "normalization": ("reference", "return_mean", "global"),
         "lr_schedule": ("cosine", "constant"),
     }
     for name, allowed in choices.items():
@@ -366,5 +405,90 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         raise ConfigError("length_penalty_end must be above length_penalty_start")
     if cfg.engine == "vllm" and cfg.device == "cpu":
         raise ConfigError("engine=vllm needs a GPU (device=cuda)")
+    if cfg.engine == "vllm" and not cfg.recompute_logprobs:
+        raise ConfigError(
+            "engine=vllm needs recompute_logprobs=true "
+            "(vLLM's sampling log-probs can differ from the trainer's)"
+        )
+    if cfg.vllm_tensor_parallel < 1 or world_size % cfg.vllm_tensor_parallel:
+        raise ConfigError(
+            f"vllm_tensor_parallel={cfg.vllm_tensor_parallel} does not divide the {world_size} rank(s)"
+        )
+    if cfg.master_dtype == "bfloat16" and cfg.dtype == "float32":
+        raise ConfigError("master_dtype=bfloat16 with dtype=float32 is not a mixed-precision setting")
+    if cfg.reward_clip < 0 or cfg.advantage_clip < 0 or cfg.kl_clamp < 0 or cfg.forfeit_tokens < 0:
+        raise ConfigError("reward_clip, advantage_clip, kl_clamp and forfeit_tokens must be >= 0")
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
+
+
+def optimizer_steps_per_rollout(cfg: TrainConfig) -> int:
+    return cfg.ppo_epochs * cfg.minibatches
+
+
+def total_optimizer_steps(cfg: TrainConfig) -> int:
+    return cfg.steps * optimizer_steps_per_rollout(cfg)
+
+
+def derived(cfg: TrainConfig, world_size: int = 1) -> dict[str, Any]:
+    """Figures that follow from the settings (what --print-config shows beside them)."""
+    per_rank = cfg.rollout_batch // max(1, world_size)
+    return {
+        "world_size": world_size,
+        "trajectories_per_rank": per_rank,
+        "trajectories_per_game_and_rank": per_rank // max(1, len(cfg.games)),
+        "optimizer_steps_per_rollout_batch": optimizer_steps_per_rollout(cfg),
+        "trajectories_per_optimizer_step": cfg.rollout_batch / cfg.minibatches,
+        "total_optimizer_steps": total_optimizer_steps(cfg),
+        "schedule_length": total_optimizer_steps(cfg) if cfg.schedule_unit == "optimizer" else cfg.steps,
+        "dual_clip_vs_reference": 1 + 2 * cfg.clip_eps,
+    }
+
+
+RUN_CONFIG = "run_config.json"  # DIR/run_config.json: the resolved settings of the run
+# settings a resumed run may change with --allow-change (they do not alter what was learned so
+# far; `steps` lengthens or shortens the rest of the run and the lr schedule with it)
+SAFE_CHANGES = (
+    "steps",
+    "save_every",
+    "eval_every",
+    "eval_episodes",
+    "eval_opponents",
+    "live",
+    "tracker",
+    "gen_batch_size",
+    "micro_batch_size",
+    "vllm_gpu_memory_utilization",
+)
+
+
+def config_changes(old: dict[str, Any], new: TrainConfig) -> list[str]:
+    """Names of the settings that differ between a saved run config and `new`."""
+    cur = json.loads(json.dumps(new.to_dict()))  # tuples -> lists, as saved
+    keys = sorted(set(old) | set(cur))
+    return [k for k in keys if old.get(k) != cur.get(k)]
+
+
+def check_resume_config(path: Path, cfg: TrainConfig, allowed: tuple[str, ...] = ()) -> None:
+    """--resume continues the same run: refuse changed settings unless allowed (and safe)."""
+    unsafe = [k for k in allowed if k not in SAFE_CHANGES]
+    if unsafe:
+        raise ConfigError(
+            f"--allow-change {','.join(unsafe)}: only these may change on resume: {', '.join(SAFE_CHANGES)}"
+        )
+    if not Path(path).is_file():
+        return
+    try:
+        old = json.loads(Path(path).read_text())
+    except json.JSONDecodeError:
+        raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
+    changed = [k for k in config_changes(old, cfg) if k not in allowed]
+    if changed:
+        parts = [f"{k} ({old.get(k)!r} -> {getattr(cfg, k, None)!r})" for k in changed]
+        raise ConfigError(
+            "--resume with a changed configuration: "
+            + "; ".join(parts)
+            + " (--allow-change KEYS permits: "
+            + ", ".join(SAFE_CHANGES)
+            + ")"
+        )

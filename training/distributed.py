@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -68,14 +69,17 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
-def shard(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2: shard each transformer block, then the root (embeddings, norm, head)."""
+def shard(model: torch.nn.Module, mp_policy: Any | None = None) -> torch.nn.Module:
+    """FSDP2: shard each transformer block, then the root (embeddings, norm, head).
+
+    `mp_policy` (training/precision.py): fp32 sharded parameters computed in bf16."""
     from torch.distributed.fsdp import fully_shard
 
+    kwargs = {"mp_policy": mp_policy} if mp_policy is not None else {}
     layers = getattr(getattr(model, "model", model), "layers", [])
     for layer in layers:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
     return model
 
 
@@ -89,11 +93,25 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The whole optimizer state for saving, gathered to rank 0's CPU only (other ranks get an
+    empty dict): `cpu_offload=True` with a full state dict moves each gathered tensor to the CPU
+    of rank 0 as it goes, so no GPU ever holds the whole state."""
     if not is_distributed():
         return optimizer.state_dict()
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-    return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True))
+    return get_optimizer_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+
+
+def saved_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Whole weights for a checkpoint, gathered to rank 0's CPU only (empty on other ranks)."""
+    if not is_distributed():
+        return {k: v.detach() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def load_optimizer_state(
@@ -131,6 +149,43 @@ def all_finite(value: float) -> bool:
     if is_distributed():
         dist.all_reduce(ok, op=dist.ReduceOp.MIN)
     return bool(ok.item())
+
+
+def shared_folder_token(folder: Path, token: str | None, write: bool) -> bool:
+    """Write (rank 0) or look for (other ranks) `token` in `folder`: True when seen."""
+    marker = Path(folder) / ".rank-check"
+    if write:
+        marker.write_text(token or "")
+        return True
+    try:
+        return marker.read_text() == token
+    except OSError:
+        return False
+
+
+def check_shared_folder(folder: Path) -> None:
+    """Rank 0 writes checkpoints that every rank reads back: all ranks must see one output
+    folder (a shared filesystem). One clear line when they do not."""
+    if not is_distributed() or world_size() == 1:
+        return
+    import secrets
+
+    from mars_eval.models.base import ConfigError
+
+    token = all_gather_objects(secrets.token_hex(8))[0]  # rank 0's token, known to all
+    if rank() == 0:
+        shared_folder_token(folder, token, write=True)
+    barrier()
+    seen = all_gather_objects(shared_folder_token(folder, token, write=rank() == 0))
+    barrier()
+    if rank() == 0:
+        (Path(folder) / ".rank-check").unlink(missing_ok=True)
+    missing = [r for r, ok in enumerate(seen) if not ok]
+    if missing:
+        raise ConfigError(
+            f"ranks {missing} do not see rank 0's output folder {folder}: --output must be on a "
+            "filesystem shared by all nodes"
+        )
 
 
 def barrier() -> None:

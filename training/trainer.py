@@ -29,28 +29,45 @@ from mars_eval.mas.base import derive_seed
 from mars_eval.models.base import ConfigError, SamplingParams
 from training import checkpoint as ckpt
 from training import distributed as dist
-from training.advantages import TrajectoryRewards, compute_advantages
-from training.batch import Turn, build_rows, gather_response, per_token
-from training.config import TINY_MODEL, TrainConfig, validate
+from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
+from training.batch import Turn, build_rows, gather_response, per_token, turn_token_advantages
+from training.config import (
+    RUN_CONFIG,
+    TINY_MODEL,
+    TrainConfig,
+    check_resume_config,
+    total_optimizer_steps,
+    validate,
+)
 from training.engines import GenSettings
 from training.evaluate import evaluate, opponent_specs
 from training.live import LiveView
 from training.loss import ppo_loss, token_logprobs
+from training.precision import compute_context, fsdp_mp_policy, is_mixed, torch_dtype
 from training.rewards import RewardShaping
 from training.rollout import RolloutWorker, plan_episodes, rollout_metrics
+from training.tracking import Tracker, check_tracker
 
 
 class NonFiniteLoss(RuntimeError):
     pass
 
 
+def schedule_length(cfg: TrainConfig) -> int:
+    """Scheduler steps in the whole run: optimizer steps (reference) or rollout steps."""
+    return total_optimizer_steps(cfg) if cfg.schedule_unit == "optimizer" else cfg.steps
+
+
 def lr_factor(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup over warmup_steps, then cosine from 1 down to min_lr_ratio (or constant)."""
+    """Linear warmup over warmup_steps, then cosine from 1 down to min_lr_ratio (or constant).
+
+    `step` counts `cfg.schedule_unit`s: optimizer steps by default, as the reference's
+    Megatron scheduler (max_steps = 200 x 384 / 8 = 9,600), or rollout steps."""
     if step < cfg.warmup_steps:
         return (step + 1) / cfg.warmup_steps
     if cfg.lr_schedule == "constant":
         return 1.0
-    span = max(1, cfg.steps - cfg.warmup_steps)
+    span = max(1, schedule_length(cfg) - cfg.warmup_steps)
     progress = min(1.0, (step - cfg.warmup_steps) / span)
     return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
@@ -95,10 +112,12 @@ class Trainer:
         output: str | Path,
         *,
         resume: bool = False,
+        allow_changes: tuple[str, ...] = (),
         log=None,
         stop_after: int | None = None,
     ):
         self.cfg = cfg
+        self.allow_changes = tuple(allow_changes)
         self.stop_after = stop_after  # tests: stop (as if killed) after this many steps of this run
         self.out = Path(output)
         self.ckpt_dir = self.out / "checkpoints"
@@ -116,10 +135,13 @@ class Trainer:
         validate(cfg, dist.world_size() if dist.is_distributed() else _env_world(), ALL_GAMES)
         check_model_source(cfg.model)
         check_opponents(cfg)
+        check_tracker(cfg.tracker)
         if cfg.device == "cuda" and not torch.cuda.is_available():
             raise ConfigError("device=cuda but no CUDA GPU is visible")
         if self.ckpt_dir.exists() and any(self.ckpt_dir.iterdir()) and not self.resume:
             raise ConfigError(f"{self.out} already holds a run: pass --resume, or choose another --output")
+        if self.resume:
+            check_resume_config(self.out / RUN_CONFIG, cfg, self.allow_changes)
 
     def setup(self) -> None:
         cfg = self.cfg
@@ -128,6 +150,9 @@ class Trainer:
         self.rank, self.world = dist.rank(), dist.world_size()
         torch.manual_seed(cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
+        dist.check_shared_folder(self.out)
+        if self.rank == 0:  # what a later --resume is compared with
+            (self.out / RUN_CONFIG).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         initial = self.ckpt_dir / "initial"
@@ -144,9 +169,11 @@ class Trainer:
             state = ckpt.load_train_state(start_from)
             self.log(f"resuming from {start_from} (step {self.start_step})")
 
-        dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
+        # fp32 master weights for the policy and AdamW, compute in cfg.dtype (training/precision.py)
+        dtype = torch_dtype(cfg.dtype)
         self.tok = AutoTokenizer.from_pretrained(start_from)
-        self.policy = AutoModelForCausalLM.from_pretrained(start_from, dtype=dtype).to(self.device)
+        master = torch_dtype(cfg.master_dtype)
+        self.policy = AutoModelForCausalLM.from_pretrained(start_from, dtype=master).to(self.device)
         if cfg.gradient_checkpointing:
             self.policy.gradient_checkpointing_enable()
         self.reference = None
@@ -154,7 +181,7 @@ class Trainer:
             self.reference = AutoModelForCausalLM.from_pretrained(initial, dtype=dtype).to(self.device).eval()
             self.reference.requires_grad_(False)
         if self.world > 1:
-            dist.shard(self.policy)
+            dist.shard(self.policy, fsdp_mp_policy(cfg.dtype, cfg.master_dtype))
             if self.reference is not None:
                 dist.shard(self.reference)
         self.engine = self._make_engine(start_from, dtype)
@@ -168,6 +195,14 @@ class Trainer:
             self.sched.load_state_dict(state["scheduler"])
             ckpt.set_rng_state(state["rng"][self.rank] if self.rank < len(state["rng"]) else state["rng"][0])
         self._trim_metrics(self.start_step)
+        self.tracker = Tracker(
+            cfg.tracker,
+            self.out,
+            config=cfg.to_dict(),
+            start_step=self.start_step,
+            enabled=self.rank == 0,
+            log=self.log,
+        )
 
         settings = GenSettings(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens)
         self.worker = RolloutWorker(
@@ -207,9 +242,8 @@ class Trainer:
             (self.out / "warmstart.json").write_text(json.dumps(stats, indent=2) + "\n")
             self.log(f"warm start done in {stats['warmstart_s']:.0f}s: {stats}")
         else:
-            dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
             tok = AutoTokenizer.from_pretrained(cfg.model)
-            model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch_dtype(cfg.dtype))
         ckpt.save_checkpoint(
             initial, state_dict=model.state_dict(), model=model, tokenizer=tok, eval_meta=self._meta()
         )
@@ -230,7 +264,9 @@ class Trainer:
         from training.engines.hf_engine import TransformersEngine
 
         gen_model = self.policy
-        if self.world > 1:  # the sharded policy cannot run generate() unsynchronized: own copy
+        # the sharded policy cannot run generate() unsynchronized, and fp32 master weights should
+        # not generate in fp32: in both cases the engine holds its own copy in the compute dtype
+        if self.world > 1 or is_mixed(cfg.dtype, cfg.master_dtype):
             gen_model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(self.device).eval()
         eos = [self.tok.eos_token_id] + ([self.tok.pad_token_id] if self.tok.pad_token_id is not None else [])
         return TransformersEngine(
@@ -264,13 +300,15 @@ class Trainer:
         return self.out / "metrics.jsonl"
 
     def _trim_metrics(self, keep_through: int) -> None:
-        """On resume, drop metric lines of steps after the checkpoint (they will be redone)."""
+        """On resume, drop metric lines of steps that will be redone: those after the checkpoint,
+        and with no step checkpoint (resuming from `initial`) the step-0 evaluation too."""
         if self.rank != 0 or not self.metrics_path.exists():
             return
         lines = []
         for line in self.metrics_path.read_text().splitlines():
             try:
-                if json.loads(line).get("step", 0) <= keep_through:
+                step = json.loads(line).get("step", 0)
+                if step < keep_through or (step == keep_through and keep_through > 0):
                     lines.append(line)
             except json.JSONDecodeError:
                 continue  # a line cut by a kill
@@ -282,6 +320,7 @@ class Trainer:
         if self.rank == 0:
             with open(self.metrics_path, "a") as f:
                 f.write(json.dumps(row) + "\n")
+            self.tracker.log(row)
 
     # --- one step -------------------------------------------------------------------------------
     def rollout(self, step: int) -> tuple[list[Turn], dict[str, float]]:
@@ -313,38 +352,74 @@ class Trainer:
         local: dict[tuple[int, int], list[Turn]] = {}
         for t in turns:
             local.setdefault((t.episode, t.seat), []).append(t)
-        summary = [
-            (key, ts[0].game, [t.reward for t in sorted(ts, key=lambda t: t.index)])
-            for key, ts in local.items()
-        ]
+        summary = []
+        for key, ts in local.items():
+            ordered = sorted(ts, key=lambda t: t.index)
+            summary.append(
+                (key, ts[0].game, [t.reward for t in ordered], [max(1, len(t.response_ids)) for t in ordered])
+            )
         everyone = dist.all_gather_objects(summary)
         trajs, owners = [], []
         for r, rank_summary in enumerate(everyone):
-            for key, game, rewards in rank_summary:
-                trajs.append(TrajectoryRewards(game, key[1], tuple(rewards)))
+            for key, game, rewards, tokens in rank_summary:
+                trajs.append(TrajectoryRewards(game, key[1], tuple(rewards), tuple(tokens)))
                 owners.append((r, key))
-        advs, stats = compute_advantages(
-            trajs, estimator=cfg.advantage, normalization=cfg.normalization, gamma=cfg.gamma
-        )
+        if cfg.normalization == "reference":
+            advs, stats = reference_advantages(
+                trajs,
+                estimator=cfg.advantage,
+                gamma=cfg.gamma,
+                reward_clip=cfg.reward_clip,
+                advantage_clip=cfg.advantage_clip,
+            )
+        else:
+            advs, stats = compute_advantages(
+                trajs, estimator=cfg.advantage, normalization=cfg.normalization, gamma=cfg.gamma
+            )
         for (r, key), adv in zip(owners, advs, strict=True):
             if r == self.rank:
                 for t in sorted(local[key], key=lambda t: t.index):
-                    t.advantage = adv[t.index]
+                    value = adv[t.index]
+                    if isinstance(value, float):
+                        t.advantage, t.token_advantages = value, None
+                    else:  # per-token values; an empty response keeps one placeholder token
+                        vals = list(value)[: len(t.response_ids)]
+                        t.advantage = float(sum(vals) / max(1, len(vals)))
+                        t.token_advantages = vals
         return stats
 
-    def _batches(self, turns: list[Turn], generator: torch.Generator) -> list[list[list[Turn]]]:
-        """Shuffle, split into minibatches, each into micro-batches (same counts on every rank)."""
+    def _units(self, turns: list[Turn]) -> list[list[Turn]]:
+        """The units of the loss mean: whole trajectories (reference) or single turns."""
+        if self.cfg.loss_agg == "turn":
+            return [[t] for t in turns]
+        by_traj: dict[tuple[int, int], list[Turn]] = {}
+        for t in turns:
+            by_traj.setdefault((t.episode, t.seat), []).append(t)
+        return [sorted(ts, key=lambda t: t.index) for ts in by_traj.values()]
+
+    def _batches(
+        self, turns: list[Turn], generator: torch.Generator
+    ) -> list[tuple[int, list[list[tuple[Turn, int]]]]]:
+        """Shuffle the units, split them into `minibatches` optimizer steps, and each step's turns
+        into micro-batches (same counts on every rank). Each step is (units in it, micro-batches
+        of (turn, token count of its unit))."""
         cfg = self.cfg
-        order = torch.randperm(len(turns), generator=generator).tolist()
-        shuffled = [turns[i] for i in order]
+        units = self._units(turns)
+        order = torch.randperm(len(units), generator=generator).tolist()
+        shuffled = [units[i] for i in order]
         per_mb = math.ceil(len(shuffled) / cfg.minibatches) if shuffled else 0
-        minis = [shuffled[i * per_mb : (i + 1) * per_mb] for i in range(cfg.minibatches)]
         out = []
-        for mb in minis:
-            micros = [mb[i : i + cfg.micro_batch_size] for i in range(0, len(mb), cfg.micro_batch_size)]
+        for m in range(cfg.minibatches):
+            mb_units = shuffled[m * per_mb : (m + 1) * per_mb]
+            rows = [(t, sum(len(u.response_ids) for u in unit)) for unit in mb_units for t in unit]
+            micros = [rows[i : i + cfg.micro_batch_size] for i in range(0, len(rows), cfg.micro_batch_size)]
             n = dist.all_reduce_max(len(micros))
-            out.append(micros + [[] for _ in range(n - len(micros))])
+            out.append((len(mb_units), micros + [[] for _ in range(n - len(micros))]))
         return out
+
+    def _policy_ctx(self):
+        cfg = self.cfg
+        return compute_context(self.device, cfg.dtype, cfg.master_dtype, sharded=self.world > 1)
 
     def _tensors(self, turns: list[Turn]):
         ids, attn, mask = build_rows(
@@ -361,7 +436,8 @@ class Trainer:
             chunk = turns[i * mbs : (i + 1) * mbs] or turns[:1]  # keep collective counts equal
             ids, attn, mask = self._tensors(chunk)
             if cfg.recompute_logprobs:
-                logp, _ = token_logprobs(self.policy, ids, attn, cfg.temperature)
+                with self._policy_ctx():
+                    logp, _ = token_logprobs(self.policy, ids, attn, cfg.temperature)
                 for t, vals in zip(chunk, gather_response(logp.float().cpu(), mask.cpu()), strict=True):
                     if i * mbs < len(turns):
                         t.extra["engine_logprobs"] = t.behaviour_logprobs
@@ -373,6 +449,7 @@ class Trainer:
                         t.extra["ref_logprobs"] = vals
 
     def update(self, turns: list[Turn], step: int) -> dict[str, float]:
+        """`ppo_epochs` x `minibatches` optimizer steps over this rollout batch (module docstring)."""
         cfg = self.cfg
         self.policy.train()
         self._old_and_ref_logprobs(turns)
@@ -385,22 +462,22 @@ class Trainer:
         losses = []
         t0 = time.perf_counter()
         for _epoch in range(cfg.ppo_epochs):
-            for minibatch in self._batches(turns, gen):
-                n_seq = max(1, sum(len(m) for m in minibatch))
+            for n_units, micro_batches in self._batches(turns, gen):
                 self.opt.zero_grad(set_to_none=True)
                 mb_loss = 0.0
-                for micro in minibatch:
+                for micro in micro_batches:
                     dummy = not micro
-                    rows = micro or turns[:1]
+                    pairs = micro or [(turns[0], max(1, len(turns[0].response_ids)))]
+                    rows = [t for t, _ in pairs]
                     ids, attn, mask = self._tensors(rows)
-                    old = per_token([t.behaviour_logprobs for t in rows], mask.cpu()).to(self.device)
-                    adv = per_token([[t.advantage] * len(t.response_ids) for t in rows], mask.cpu()).to(
-                        self.device
-                    )
+                    cpu_mask = mask.cpu()
+                    old = per_token([t.behaviour_logprobs for t in rows], cpu_mask).to(self.device)
+                    adv = per_token([turn_token_advantages(t) for t in rows], cpu_mask).to(self.device)
                     ref = None
                     if self.reference is not None:
-                        ref = per_token([t.extra["ref_logprobs"] for t in rows], mask.cpu()).to(self.device)
-                    logp, ent = token_logprobs(self.policy, ids, attn, cfg.temperature, with_entropy=True)
+                        ref = per_token([t.extra["ref_logprobs"] for t in rows], cpu_mask).to(self.device)
+                    with self._policy_ctx():
+                        logp, ent = token_logprobs(self.policy, ids, attn, cfg.temperature, with_entropy=True)
                     loss, stats = ppo_loss(
                         logp,
                         old,
@@ -410,7 +487,9 @@ class Trainer:
                         dual_clip=cfg.dual_clip,
                         ref_logp=ref,
                         kl_coef=cfg.kl_coef,
-                        num_sequences=n_seq,
+                        kl_clamp=cfg.kl_clamp,
+                        num_sequences=max(1, n_units),
+                        row_tokens=torch.tensor([float(n) for _, n in pairs], device=self.device),
                     )
                     if dummy:
                         loss = loss * 0.0  # joins the collectives, contributes nothing
@@ -431,9 +510,12 @@ class Trainer:
                     self.opt.zero_grad(set_to_none=True)
                     raise NonFiniteLoss(f"non-finite loss ({mb_loss}) or grad norm ({gn}) at step {step}")
                 self.opt.step()
+                if cfg.schedule_unit == "optimizer":
+                    self.sched.step()
                 grad_norms.append(gn)
                 losses.append(mb_loss)
-        self.sched.step()
+        if cfg.schedule_unit == "rollout":
+            self.sched.step()
         elapsed = time.perf_counter() - t0
         out = {k: v / max(1, counts) for k, v in sums.items()}
         out.update(
@@ -443,6 +525,7 @@ class Trainer:
             update_s=elapsed,
             update_tokens_per_s=tokens / max(elapsed, 1e-9),
             lr=self.sched.get_last_lr()[0],
+            optimizer_steps=float(len(grad_norms)),
         )
         return out
 
@@ -453,7 +536,7 @@ class Trainer:
 
     # --- checkpoints and eval --------------------------------------------------------------------
     def save(self, name: str, step: int) -> None:
-        full = dist.full_state_dict(self.policy)
+        full = dist.saved_state_dict(self.policy)  # gathered to rank 0's CPU only
         opt_state = dist.full_optimizer_state(self.policy, self.opt)
         rngs = dist.all_gather_objects(ckpt.rng_state())
         if self.rank == 0:
@@ -531,11 +614,13 @@ class Trainer:
                 metrics["step_s"] = time.perf_counter() - t0
                 if cfg.eval_every > 0 and (done % cfg.eval_every == 0 or done == cfg.steps):
                     metrics.update(self.run_eval(done))
+                # the row before the checkpoint: a resume from step-N always finds row N, and
+                # rows after the checkpoint it resumes from are trimmed (no gaps, no duplicates)
+                row = {"step": done, "time": time.time(), **metrics}
+                self._write_metrics(row)
                 if cfg.save_every > 0 and done % cfg.save_every == 0 and done < cfg.steps:
                     self.save(f"step-{done}", done)
                     last_good = f"step-{done}"
-                row = {"step": done, "time": time.time(), **metrics}
-                self._write_metrics(row)
                 view.update(row)
                 if not view.enabled:
                     self.log(_one_line(row))
@@ -546,6 +631,7 @@ class Trainer:
                 self.save(f"step-{cfg.steps}", cfg.steps)
                 self.save("final", cfg.steps)
                 self.log(f"done: {self.ckpt_dir / 'final'}")
+        self.tracker.close()
         dist.shutdown()
         return status
 

@@ -1,9 +1,218 @@
-"""Placeholder: filled in by its issue."""
+"""`mars-eval list` and `mars-eval --version`: what can be run, without reading the source.
+
+Everything listed is read from the registries the commands themselves use (task names and hub
+sources, system names, games and their opponents, training presets), so the list cannot drift
+from what `mas`, `games` and `mars-train` accept; only the one-line descriptions and the
+systems' option defaults are written here, and tests/test_cli_info.py checks those defaults
+against the systems' constructors.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+
 import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from mars_eval.report import shown
+
+# What each system is and which `mas` options it reads (with their defaults).
+SYSTEMS: dict[str, tuple[str, dict[str, str]]] = {
+    "single": ("one agent answers once (the baseline)", {}),
+    "mad": (
+        "Multi-Agents-Debate: affirmative and negative debaters, a judge decides",
+        {"--rounds": "3", "--mad-judge": "first-round"},
+    ),
+    "autogen": (
+        "AutoGen group chat (MASLab's conversation)",
+        {"--rounds": "3", "--autogen-style": "maslab", "--autogen-client": "auto"},
+    ),
+    "debate": (
+        "Du et al. debate: agents answer, read each other, answer again",
+        {"--agents": "3", "--rounds": "2"},
+    ),
+    "vote": (
+        "majority vote over independent single-agent answers (compute-matched to MAD)",
+        {"--votes": "the newest mad run's calls per sample, else 5"},
+    ),
+}
+
+TASK_NOTES = {
+    "aime24": "AIME 2024, integer answers",
+    "aime25": "AIME 2025, integer answers",
+    "math500": "MATH-500, math-verify scoring",
+    "gpqa-diamond": "GPQA-Diamond, multiple choice A-D (gated on the hub)",
+    "arith": "synthetic arithmetic word problems, generated offline",
+}
+
+OPPONENT_NOTES = {
+    "mcts<N>": "Monte Carlo tree search with N simulations (board games)",
+    "cfr": "Kuhn poker CFR average policy",
+    "equilibrium": "Leduc poker near-equilibrium (CFR+)",
+    "random": "uniform over legal moves",
+    "self": "self-play: the evaluated agent plays every seat (Hanabi)",
+}
+
+
+def package_version() -> str:
+    """The installed mars-eval version (the source tree's when not installed)."""
+    try:
+        return version("mars-eval")
+    except PackageNotFoundError:  # pragma: no cover (run from a bare checkout)
+        return "0+unknown"
+
+
+def _tasks() -> list[dict[str, Any]]:
+    from mars_eval.reference_figures import task_size
+    from mars_eval.tasks import TASK_ALIASES, TASK_NAMES, make_task
+
+    rows = []
+    for name in TASK_NAMES:
+        task = make_task(name)
+        source = getattr(task, "source", None)
+        repo = getattr(source, "repo", "") or "generated offline"
+        if getattr(source, "config", None):
+            repo += f" ({source.config})"
+        size = task_size(name) if name != "arith" else getattr(task, "n", None)
+        aliases = sorted(a for a, t in TASK_ALIASES.items() if t == name)
+        rows.append(
+            {
+                "task": name,
+                "aliases": aliases,
+                "problems": size,
+                "source": repo,
+                "about": TASK_NOTES.get(name, ""),
+            }
+        )
+    return rows
+
+
+def _systems() -> list[dict[str, Any]]:
+    from mars_eval.mas import SYSTEM_NAMES
+
+    return [
+        {"system": name, "about": SYSTEMS.get(name, ("", {}))[0], "options": SYSTEMS.get(name, ("", {}))[1]}
+        for name in SYSTEM_NAMES
+    ]
+
+
+def _games() -> list[dict[str, Any]]:
+    from mars_eval.games import ALL_GAMES, GAMES_TRAIN, make_game
+    from mars_eval.games.opponents import DEFAULT_OPPONENTS, valid_opponents
+
+    return [
+        {
+            "game": name,
+            "set": "train" if name in GAMES_TRAIN else "held-out",
+            "default_opponents": list(DEFAULT_OPPONENTS[name]),
+            "opponents": valid_opponents(make_game(name)),
+        }
+        for name in ALL_GAMES
+    ]
+
+
+def _presets() -> list[dict[str, Any]]:
+    from training.config import PRESETS
+
+    rows = []
+    for name, preset in PRESETS.items():
+        games = preset.get("games") or ()
+        rows.append(
+            {
+                "preset": name,
+                "model": str(preset.get("model", "")),
+                "engine": preset.get("engine", ""),
+                "device": preset.get("device", ""),
+                "games": list(games),
+                "steps": preset.get("steps"),
+            }
+        )
+    return rows
+
+
+def catalogue() -> dict[str, Any]:
+    """Everything `list` shows, as plain data (the --json output)."""
+    return {
+        "version": package_version(),
+        "tasks": _tasks(),
+        "systems": _systems(),
+        "games": _games(),
+        "opponents": OPPONENT_NOTES,
+        "presets": _presets(),
+    }
+
+
+class _Table(Table):
+    """A plain table whose cells are shown literally (an option's "[default]" is not markup)."""
+
+    def __init__(self, title: str, columns: tuple[str, ...]):
+        super().__init__(title=shown(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in columns:
+            self.add_column(shown(col), overflow="fold")
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super().add_row(*(shown(c) for c in cells), **kwargs)
+
+
+def print_catalogue(data: dict[str, Any], console: Console) -> None:
+    tasks = _Table("tasks (mars-eval mas --task)", ("task", "aliases", "problems", "source", "about"))
+    for t in data["tasks"]:
+        tasks.add_row(t["task"], ", ".join(t["aliases"]), str(t["problems"] or "?"), t["source"], t["about"])
+    console.print(tasks)
+    systems = _Table("systems (mars-eval mas --system)", ("system", "options [default]", "about"))
+    for s in data["systems"]:
+        options = ", ".join(f"{k} [{v}]" for k, v in s["options"].items()) or "-"
+        systems.add_row(s["system"], options, s["about"])
+    console.print(systems)
+    games = _Table("games (mars-eval games --games)", ("game", "set", "default opponents", "opponents"))
+    for g in data["games"]:
+        games.add_row(g["game"], g["set"], ", ".join(g["default_opponents"]), g["opponents"])
+    console.print(games)
+    opponents = _Table("opponents (--opponents; --agent takes the same, mcts = mcts100)", ("spec", "what"))
+    for spec, what in data["opponents"].items():
+        opponents.add_row(spec, what)
+    console.print(opponents)
+    presets = _Table(
+        "training presets (mars-train --preset)", ("preset", "model", "engine", "games", "steps")
+    )
+    for p in data["presets"]:
+        engine = f"{p['engine']} on {p['device']}" if p["device"] else p["engine"]
+        presets.add_row(p["preset"], p["model"], engine, ", ".join(p["games"]), str(p["steps"]))
+    console.print(presets)
+
+
+def list_command(
+    json_out: Annotated[bool, typer.Option("--json", help="Print the list as one JSON object")] = False,
+) -> None:
+    """List tasks (sizes, sources), systems (options), games, opponents and training presets."""
+    data = catalogue()
+    if json_out:
+        print(json.dumps(data), flush=True)
+        return
+    print_catalogue(data, Console() if sys.stdout.isatty() else Console(width=140))
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(f"mars-eval {package_version()}")
+        raise typer.Exit()
+
+
+def main_options(
+    version_flag: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit"),
+    ] = False,
+) -> None:
+    """Options of `mars-eval` itself (before the command)."""
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
+    """Add `list` and `--version` to `app`."""
+    app.command("list")(list_command)
+    app.callback()(main_options)

@@ -1,9 +1,68 @@
-"""Placeholder: filled in by its issue."""
+"""`mars-eval compare` and `mars-eval plan`: paired comparisons of runs and planning K.
+
+The work is in mars_eval.compare and mars_eval.planning (statistics in mars_eval.stats); this
+module only declares the options. Bad input raises ConfigError: one line, exit 2.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+JsonOut = Annotated[bool, typer.Option("--json", help="Print a JSON object as the last stdout line")]
+
+
+def compare(
+    run_a: Annotated[str, typer.Argument(help="Run folder A (the baseline)")],
+    run_b: Annotated[str, typer.Argument(help="Run folder B (compared with A: delta = B - A)")],
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap and permutation resamples")] = 0,
+    json_out: JsonOut = False,
+) -> None:
+    """Compare two runs on the same problems (or game episodes): paired delta, 95% CI, p-value."""
+    from mars_eval.compare import compare_command
+
+    raise typer.Exit(compare_command(run_a, run_b, json_out=json_out, seed=seed))
+
+
+def plan(
+    delta: Annotated[float, typer.Option(help="Effect to detect: fraction (0.0667) or points (6.67)")],
+    task: Annotated[str | None, typer.Option(help="Task (sets the number of problems)")] = None,
+    accuracy: Annotated[
+        float | None, typer.Option(help="Expected accuracy: fraction (0.4) or percent (40)")
+    ] = None,
+    samples: Annotated[int | None, typer.Option(help="Samples per problem K to evaluate")] = None,
+    from_run: Annotated[
+        str | None, typer.Option("--from", help="A finished mas run: use its measured variances")
+    ] = None,
+    problems: Annotated[int | None, typer.Option(help="Number of problems (default: the task's)")] = None,
+    between_share: Annotated[
+        float, typer.Option(help="Without --from: share of the variance that is between problems")
+    ] = 0.5,
+    correlation: Annotated[
+        float, typer.Option(help="Correlation of the two systems' per-problem accuracies (0: conservative)")
+    ] = 0.0,
+    json_out: JsonOut = False,
+) -> None:
+    """Minimum detectable effect (80% power, alpha 0.05) and the K needed to detect --delta."""
+    from mars_eval.planning import plan_command
+
+    raise typer.Exit(
+        plan_command(
+            json_out=json_out,
+            task=task,
+            accuracy=accuracy,
+            delta=delta,
+            samples=samples,
+            from_run=from_run,
+            problems=problems,
+            between_share=between_share,
+            correlation=correlation,
+        )
+    )
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to `app`."""
+    """Add `compare` and `plan` to `app`."""
+    app.command()(compare)
+    app.command()(plan)

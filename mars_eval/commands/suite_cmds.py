@@ -1,9 +1,254 @@
-"""Placeholder: filled in by its issue."""
+"""`mars-eval suite` (a models x systems x tasks table in one command), `mars-eval report` (a
+static HTML page or Markdown tables from run folders) and `mars-eval export` (one row per
+sample or episode, as Parquet or CSV)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mars_eval.models.base import ConfigError, SamplingParams
+
+Repeat = list[str] | None
+
+
+def suite(
+    model: Annotated[Repeat, typer.Option(help="Model (repeatable); served name, hub id or folder")] = None,
+    system: Annotated[
+        Repeat, typer.Option(help="System (repeatable): single, mad, autogen, debate, vote")
+    ] = None,
+    task: Annotated[
+        Repeat, typer.Option(help="Task (repeatable): aime24, aime25, gpqa-diamond, math500, arith")
+    ] = None,
+    base_url: Annotated[
+        Repeat, typer.Option("--base-url", help="Endpoint (repeatable); omit for in-process")
+    ] = None,
+    data_files: Annotated[
+        Repeat, typer.Option(help="PATH (one task) or TASK=PATH (repeatable): local dataset copies")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="First N problems only")] = None,
+    samples: Annotated[int, typer.Option(help="Samples per problem (K)")] = 1,
+    concurrency: Annotated[int | None, typer.Option(help="Max calls in flight, whole suite")] = None,
+    seed: int = 0,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    min_p: float | None = None,
+    presence_penalty: float | None = None,
+    max_tokens: int | None = None,
+    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
+    rounds: Annotated[int | None, typer.Option(help="Debate rounds / conversation turns")] = None,
+    agents: Annotated[int | None, typer.Option(help="Agents in a Du-style debate")] = None,
+    votes: Annotated[int | None, typer.Option(help="Answers in a majority vote")] = None,
+    output: Annotated[str, typer.Option(help="Folder that holds the run folders")] = "results/runs",
+    fresh: Annotated[bool, typer.Option(help="Start every cell over instead of resuming")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line")
+    ] = False,
+    request_timeout: Annotated[float | None, typer.Option(help="Seconds before a call is retried")] = None,
+    max_attempts: Annotated[int | None, typer.Option(help="Attempts per call before it is an error")] = None,
+    engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
+    autogen_client: Annotated[
+        str, typer.Option(help="autogen's model client: openai, adapter, auto")
+    ] = "auto",
+) -> None:
+    """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
+    from mars_eval import validate
+    from mars_eval.runner import EvalConfig
+    from mars_eval.suite import SuitePlan, parse_data_files, run_suite
+    from mars_eval.tables import mas_cells
+    from mars_eval.tasks import make_task
+
+    validate.check_sampling(
+        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, max_tokens=max_tokens
+    )
+    validate.check_run_options(
+        limit=limit,
+        samples=samples,
+        votes=votes,
+        rounds=rounds,
+        agents=agents,
+        concurrency=concurrency,
+        request_timeout=request_timeout,
+        max_attempts=max_attempts,
+    )
+    validate.check_base_urls(base_url)
+    validate.check_output_dir(output)
+    if not system:
+        raise ConfigError("give at least one --system")
+    if not task:
+        raise ConfigError("give at least one --task")
+    models = list(dict.fromkeys(model or []))
+    if not base_url:
+        for m in models:
+            validate.check_model_folder(m)
+    tasks = list(dict.fromkeys(make_task(t).name for t in task))
+    params = SamplingParams.for_mode(
+        thinking,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        min_p=min_p,
+        presence_penalty=presence_penalty,
+        max_tokens=max_tokens,
+    )
+    template = EvalConfig(
+        task=tasks[0],
+        base_urls=list(base_url or []),
+        limit=limit,
+        samples=samples,
+        concurrency=concurrency,
+        seed=seed,
+        params=params,
+        output=output,
+        fresh=fresh,
+        rounds=rounds,
+        agents=agents,
+        votes=votes,
+        request_timeout=request_timeout,
+        max_attempts=max_attempts,
+        engine=engine,
+        autogen_client=autogen_client,
+    )
+    plan = SuitePlan(
+        models=models,
+        systems=list(dict.fromkeys(system)),
+        tasks=tasks,
+        template=template,
+        data_files=parse_data_files(data_files, tasks),
+    )
+    cells = asyncio.run(run_suite(plan))
+    _write_suite_file(plan)
+    table_runs = _cell_runs(cells)
+    out = Console() if sys.stdout.isatty() else Console(width=160)
+    _print_suite_table(plan, cells, mas_cells(table_runs), out)
+    if json_out:
+        print(json.dumps({"output": output, "runs": _json_rows(cells, table_runs)}, default=str), flush=True)
+    if any(c.failure for c in cells):
+        raise typer.Exit(1)
+    if any((c.summary or {}).get("errors") for c in cells):
+        raise typer.Exit(3)
+
+
+def _write_suite_file(plan) -> None:
+    """DIR/suite.json: the models, systems and tasks as named (the report's order and base)."""
+    from mars_eval.html_report import SUITE_FILE
+
+    data = {"models": plan.models, "systems": plan.systems, "tasks": plan.tasks}
+    (Path(plan.template.output) / SUITE_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _cell_runs(cells):
+    from mars_eval.rundirs import classify
+
+    runs = []
+    for c in cells:
+        if c.summary:
+            run = classify(Path(c.summary["run_dir"]))
+            if run is not None:
+                runs.append(run)
+    return runs
+
+
+def _json_rows(cells, runs) -> list[dict]:
+    from mars_eval.tables import mas_cells
+
+    by_dir = {str(c.run.path): c for c in mas_cells(runs)}
+    rows = []
+    for c in cells:
+        s = c.summary or {}
+        t = by_dir.get(str(Path(s["run_dir"]))) if s else None
+        row = {
+            "model": c.model,
+            "system": c.system,
+            "task": c.task,
+            "run_dir": s.get("run_dir"),
+            "n": s.get("n"),
+            "samples": s.get("samples"),
+            "accuracy": s.get("accuracy"),
+            "ci_low": t.ci_low if t else None,
+            "ci_high": t.ci_high if t else None,
+            "errors": s.get("errors"),
+        }
+        if c.failure:
+            row["failure"] = c.failure
+        rows.append(row)
+    return rows
+
+
+def _print_suite_table(plan, cells, table_cells, console: Console) -> None:
+    from mars_eval.tables import paper_table
+
+    header, rows = paper_table(table_cells, plan.models, plan.tasks)
+    table = Table(title="accuracy % [95% interval]", title_justify="left")
+    for i, h in enumerate(header):
+        table.add_column(escape(h), justify="left" if i < 2 else "right")
+    for row in rows:
+        table.add_row(*(escape(v) for v in row))
+    console.print(table)
+    for c in cells:
+        if c.failure:
+            console.print(f"[red]{escape(c.label)} failed: {escape(c.failure)}[/red]")
+        elif c.summary and c.summary.get("errors"):
+            console.print(
+                f"[yellow]{escape(c.label)}: {c.summary['errors']} sample(s) failed, not scored; "
+                "the same command reruns them.[/yellow]"
+            )
+    console.print(f"run folders: {escape(plan.template.output)}")
+
+
+def export(
+    dirs: Annotated[list[str], typer.Argument(help="Folders holding run folders (searched recursively)")],
+    out: Annotated[str, typer.Option("--out", help="Output file: .parquet or .csv")],
+    transcripts: Annotated[
+        bool, typer.Option("--transcripts", help="Add transcripts and prompt messages (JSON text)")
+    ] = False,
+) -> None:
+    """One row per sample (mas) or episode (games), the run's configuration as config.* columns."""
+    from mars_eval import validate
+    from mars_eval.export import export as write_export
+    from mars_eval.export import output_format
+
+    output_format(out)
+    validate.check_output_dir(str(Path(out).parent or "."), "--out")
+    rows = write_export(dirs, out, transcripts)
+    Console(stderr=True).print(f"{rows} rows written to {escape(out)}")
+
+
+def report(
+    dirs: Annotated[list[str], typer.Argument(help="Folders holding run folders (searched recursively)")],
+    out: Annotated[str | None, typer.Option("--out", help="Output file [default: DIR/report.html]")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="html (a page) or md (Markdown tables)")] = "html",
+    model: Annotated[
+        Repeat, typer.Option(help="Model order (repeatable); the first is the comparison base")
+    ] = None,
+) -> None:
+    """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""
+    from mars_eval import validate
+    from mars_eval.html_report import build_report
+
+    if fmt not in ("html", "md"):
+        raise ConfigError(f"--format {fmt!r}: choose html or md")
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise ConfigError(f"{d!r} is not a folder")
+    if out is not None:
+        validate.check_output_dir(str(Path(out).parent or "."), "--out")
+    path = build_report(dirs, out, fmt, model)
+    Console(stderr=True).print(f"report: {escape(str(path))}")
+    print(path, flush=True)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command()(suite)
+    app.command()(report)
+    app.command()(export)

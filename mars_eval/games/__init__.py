@@ -6,13 +6,18 @@ Core episode API (stable; the trainer's self-play rollouts build on it):
     ep = game.new_episode(seed=7)          # chance (deals) resolved inside, seeded: same seed, same deals
     while not ep.is_terminal:
         p = ep.current_player
-        msgs = ep.messages(p, "full")      # [system, user]; "compact": one short user message
+        msgs = ep.messages(p, "full")      # [system, user]; "compact": one short user message;
+                                           # ep.messages(p, "reference", replies): the MARS chat
         action = ep.parse(reply_text)      # legal name from the last <answer>..</answer>, or None
+                                           # (ep.parse(text, "reference"): the reference's strict rule)
         if action is None:
-            ep.forfeit(p)                  # invalid answer loses (see core.py for the payoff rule)
+            ep.forfeit(p)                  # invalid answer ends the game (reference_env.forfeit_returns)
         else:
             ep.apply(action)               # names: ep.legal_actions(), e.g. "x(1,2)", "Bet", "Play card 1"
     ep.returns()                           # per-player payoffs; ep.history: [(player, action name)]
+
+The reference environments' prompt text, action strings and forfeit payoffs and rewards are in
+`mars_eval.games.reference_env` (shared with training).
 
 Opponents: `make_opponent(spec, game, seed)` -> `.name`, `.act(episode) -> str` (synchronous;
 run it with asyncio.to_thread). Specs: "mcts<N>" (board games), "cfr" (Kuhn), "equilibrium"

@@ -5,6 +5,9 @@ answers `await agent.act(episode, player) -> Move`. A Move with `action=None` is
 or unparseable answer; the runner then ends the episode by forfeit.
 
 LLM conversations:
+- "reference" style (the default for full-size models): the reference environments' chat,
+  rebuilt each move by reference_env.messages from the episode and this seat's earlier replies
+  (their content: thinking is never fed back), answered under the reference's answer rule.
 - "full" style: one multi-turn chat per seat. The first turn is [system, user(observation)];
   each later turn appends the assistant's previous reply (its content only: thinking is never
   fed back) and a user message with the new observation.
@@ -61,8 +64,12 @@ class LLMAgent:
         self.ctx = ctx
         self.style = check_style(style)
         self._chats: dict[int, list[Message]] = {}
+        self._replies: dict[int, list[str]] = {}  # reference style: this seat's earlier replies
+        self._seen: dict[int, int] = {}  # messages of this seat's chat already in the transcript
 
     def prompt_for(self, episode: Episode, player: int) -> list[Message]:
+        if self.style == "reference":
+            return episode.messages(player, "reference", self._replies.get(player, []))
         if self.style == "compact":
             return episode.messages(player, "compact")
         chat = self._chats.get(player)
@@ -73,17 +80,19 @@ class LLMAgent:
         return list(chat)
 
     async def act(self, episode: Episode, player: int) -> Move:
-        first_turn = player not in self._chats
+        seen = 0 if self.style == "compact" else self._seen.get(player, 0)
         messages = self.prompt_for(episode, player)
+        self._seen[player] = len(messages) + 1  # this prompt and the reply to it
         # The transcript gets only what is new in this prompt (earlier turns are already in it).
-        new = messages if first_turn or self.style == "compact" else messages[-1:]
-        self.ctx.note("prompt", player=player, messages=new, turns=len(messages))
+        self.ctx.note("prompt", player=player, messages=messages[seen:], turns=len(messages))
         resp = await self.ctx.ask(f"player{player}", messages)
         if self.style == "full":
             self._chats[player].append({"role": "assistant", "content": resp.content})
+        if self.style == "reference":
+            self._replies.setdefault(player, []).append(resp.content)
         if resp.finish_reason == "length":
             return Move(None, "reply cut off at the token limit")
-        action = episode.parse(resp.content)
+        action = episode.parse(resp.content, self.style)
         if action is None:
             return Move(None, "no legal action in the last <answer>...</answer>")
         return Move(action)

@@ -7,9 +7,15 @@ caller only ever sees decision nodes. Actions are addressed by stable, readable 
 those names and renders what one player may see, built only from that player's information
 state / observation string so hidden information can never leak into a prompt.
 
-Forfeit rule (invalid or unparseable answers): the offender ends the game. In a competitive
-game the offender gets the game's minimum payoff and the other player the maximum; in a
-cooperative game (Hanabi) everyone gets the minimum (a score of 0).
+Forfeit rule (invalid or unparseable answers): the offender ends the game, with the payoffs of
+the reference environments (reference_env.forfeit_returns): board games -1 for the offender and
++1 for the other player; poker: the offender loses the chips it has put in, which the other
+player wins; Hanabi: both keep the score reached so far.
+
+Prompt styles: "reference" (the reference environments' text, reference_env.py: what released
+MARS checkpoints were trained on; the default for full-size models), "full" (our multi-turn
+chat: rules, seat and format in a system message, then one observation per turn) and "compact"
+(one short user message per turn, for tiny checkpoints).
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from typing import Any, ClassVar
 
 import pyspiel
 
+from mars_eval.games import reference_env
 from mars_eval.models.base import ConfigError, Message
 
-PROMPT_STYLES = ("full", "compact")
+PROMPT_STYLES = ("reference", "full", "compact")
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _WRAPPERS = {"[": "]", "{": "}", "<": ">", "(": ")", '"': '"', "'": "'", "`": "`", "*": "*"}
@@ -125,10 +132,7 @@ class Episode:
         """Final payoffs per player (valid mid-game too: pyspiel's running returns)."""
         if self.forfeited_by is None:
             return [float(r) for r in self.state.returns()]
-        n, lo, hi = self.game.num_players, self.game.min_return, self.game.max_return
-        if self.game.cooperative:
-            return [lo] * n
-        return [lo if p == self.forfeited_by else hi for p in range(n)]
+        return reference_env.forfeit_returns(self, self.forfeited_by)
 
     # --- actions -------------------------------------------------------------------------
     def _legal_map(self) -> dict[str, int]:
@@ -187,13 +191,16 @@ class Episode:
                     break
             self.state.apply_action(action)
 
-    def parse(self, text: str) -> str | None:
+    def parse(self, text: str, style: str = "full") -> str | None:
         """The legal action named in the last <answer>...</answer>, or None.
 
-        Case, whitespace and wrapping brackets/quotes are forgiven; the answer must otherwise
-        name a legal action of the current player exactly (an illegal move is never mapped to
-        a legal one).
+        "reference" style: the reference's rule and action strings (reference_env.parse_answer).
+        Other styles: case, whitespace and wrapping brackets/quotes are forgiven; the answer must
+        otherwise name a legal action of the current player exactly (an illegal move is never
+        mapped to a legal one).
         """
+        if check_style(style) == "reference":
+            return reference_env.parse_answer(self, text)
         found = _ANSWER.findall(text or "")
         if not found:
             return None
@@ -209,13 +216,16 @@ class Episode:
         return None
 
     # --- prompts -------------------------------------------------------------------------
-    def messages(self, player: int, style: str = "full") -> list[Message]:
-        """A single-turn chat for this player's current view.
+    def messages(self, player: int, style: str = "full", replies: list[str] | None = None) -> list[Message]:
+        """The chat for this player's current view.
 
         full: [system (rules, seat, format), user (observation)]; compact: one short user
-        message with no system message (for tiny models).
+        message with no system message (for tiny models); reference: the reference's whole
+        multi-turn chat, given the player's earlier replies (reference_env.messages).
         """
         check_style(style)
+        if style == "reference":
+            return reference_env.messages(self, player, list(replies or []))
         if style == "compact":
             return [{"role": "user", "content": self.observation(player, "compact")}]
         return [
@@ -227,12 +237,16 @@ class Episode:
         check_style(style)
         if style == "compact":
             return ""
+        if style == "reference":
+            return reference_env.prefix(self.game.name, player, self.game.params)["system"]
         return f"{self.rules()}\n\n{self.role(player)}\n\n{ANSWER_FORMAT}"
 
     def observation(self, player: int, style: str = "full") -> str:
         check_style(style)
         if style == "compact":
             return self.compact_view(player)
+        if style == "reference":
+            return reference_env.render_state(self.game.name, self.state)
         parts = [self.view(player)]
         last = self.last_move_text(player)
         if last:

@@ -7,6 +7,11 @@ batch at the server while opponent search runs in worker threads. Rerunning the 
 resumes: finished episodes are kept, errored ones replayed (completed model calls are answered
 from the store, and deals, opponent moves and call seeds are all derived from the seed).
 
+Model and prompts: without --model and --base-url the embedded tiny checkpoint (results/tiny)
+plays, with the settings it ships in mars_eval.json (prompt style, sampling), exactly as
+`--model results/tiny`. Other models default to the "reference" prompt style (the reference
+environments' text, see reference_env.py); "full" and "compact" are our own named styles.
+
 Seats: every competitive game is played with the evaluated agent moving first and second;
 with the "self" opponent (Hanabi) the agent plays both seats, reported as seat "both".
 Defaults: the training games when no game is chosen; 1000 episodes per game, opponent and
@@ -15,13 +20,16 @@ per move (the reference's limit: longer replies lose).
 
 The run folder is <output>/games-<agent or model slug>-<hash>; the hash covers what decides
 results (agent or model, prompt style, sampling, seed), not the game list, opponents or the
-episode count, so a later, larger or different selection reuses the finished episodes.
+episode count, so a later, larger or different selection reuses the finished episodes. Its
+summary.json merges selections: `results` holds the latest row of every (game, opponent, seat)
+ever run in the folder, `selection` names the rows of the latest command (the ones it prints).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 import traceback
@@ -37,9 +45,11 @@ from rich.table import Table
 from mars_eval.games import ALL_GAMES, GAMES_HELD_OUT, GAMES_TRAIN, PROMPT_STYLES, make_game
 from mars_eval.games.agents import BuiltinAgent, EpisodeAgent, LLMAgent
 from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
-from mars_eval.games.play import play_episode, summarize_episodes
+from mars_eval.games.play import outcome, play_episode, summarize_episodes
 from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.report import shown
+from mars_eval.stats import episode_intervals, format_interval
 from mars_eval.store import CachedClient, RunStore, slug
 
 DEFAULT_EPISODES = 1000  # the paper's tables use about 1000 episodes per game and seat
@@ -48,8 +58,12 @@ DEFAULT_CONCURRENCY = 256
 CHECKPOINT_SETTINGS = "mars_eval.json"  # written by the trainer next to tiny checkpoints
 NORMALIZATION_NOTE = (
     "normalized = (mean return - min payoff) / (max payoff - min payoff) x 100; payoff ranges: "
-    "tic-tac-toe/connect four [-1, 1], Kuhn [-2, 2], Leduc [-13, 13], Hanabi [0, max score]"
+    "tic-tac-toe/connect four [-1, 1], Kuhn [-2, 2], Leduc [-13, 13], Hanabi [0, max score]. "
+    "This is our formula: the MARS paper's normalization is unpublished and is not min-max (its Kuhn "
+    "second-mover 3.9 lies outside the 40.3-51.4 that min-max gives every legal strategy against the "
+    "equilibrium), so compare raw mean return and win rate with the paper, not normalized figures."
 )
+BUILTIN_AGENTS = "random, mcts (= mcts100), mcts<N>, cfr (Kuhn), equilibrium (Leduc)"
 
 
 @dataclass
@@ -64,7 +78,7 @@ class GamesConfig:
     output: str = "results/runs"
     concurrency: int = DEFAULT_CONCURRENCY
     params: SamplingParams | None = None  # None for built-in agents
-    prompt_style: str = "full"
+    prompt_style: str = "reference"
     fresh: bool = False
 
     def identity(self, model_name: str | None) -> dict[str, Any]:
@@ -189,6 +203,8 @@ def build_config(
     if agent:
         spec = agent.strip().lower()
         spec = "mcts100" if spec == "mcts" else spec
+        if not (spec in ("random", "cfr", "equilibrium") or re.fullmatch(r"mcts[1-9]\d*", spec)):
+            raise ConfigError(f"unknown agent {agent!r}; choose one of: {BUILTIN_AGENTS}")
         for g in chosen:
             try:
                 if spec == "self":
@@ -198,8 +214,12 @@ def build_config(
                 raise ConfigError(f"agent {agent!r} cannot play {g}: {exc}") from None
         cfg.agent = spec
         return cfg
+    if not model and not cfg.base_urls:
+        from mars_eval.models import default_model
+
+        model = cfg.model = default_model()  # the embedded checkpoint, with its mars_eval.json
     saved = checkpoint_settings(model)
-    style = prompt_style or saved.get("prompt_style") or "full"
+    style = prompt_style or saved.get("prompt_style") or "reference"
     if style not in PROMPT_STYLES:
         raise ConfigError(f"unknown prompt style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     cfg.prompt_style = style
@@ -279,7 +299,13 @@ def results_table(cfg: GamesConfig, store: RunStore) -> list[dict[str, Any]]:
         if rec is not None and not rec.get("error"):
             group.append(rec)
     for (g, opp, seat), recs in seen.items():
-        rows.append(summarize_episodes(make_game(g), opp, seat, recs))
+        game = make_game(g)
+        row = summarize_episodes(game, opp, seat, recs)
+        # 95% intervals (stats.episode_intervals): t for the mean return, Wilson for the win rate.
+        returns = [float(r["agent_return"]) for r in recs]
+        wins = None if game.cooperative else sum(outcome(game, x) == "win" for x in returns)
+        row.update(episode_intervals(returns, wins, (game.min_return, game.max_return)))
+        rows.append(row)
     return rows
 
 
@@ -348,6 +374,7 @@ async def _run(
 
         await asyncio.gather(*(one(u) for u in todo))
     rows = results_table(cfg, store)
+    merged = merge_results(previous_results(store.dir), rows)
     all_records = store.records()
     failed = [u.key for u in units if (all_records.get(u.key) or {}).get("error")]
     summary = {
@@ -358,7 +385,8 @@ async def _run(
         "episodes_per_seat": cfg.episodes,
         "seed": cfg.seed,
         "normalization": NORMALIZATION_NOTE,
-        "results": rows,
+        "results": merged,
+        "selection": [[r["game"], r["opponent"], r["seat"]] for r in rows],
         "errors": len(failed),
         "calls_sent": client.sent if client is not None else 0,
         "wall_seconds": round(time.perf_counter() - started, 3),
@@ -367,45 +395,111 @@ async def _run(
     return summary
 
 
+def _row_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    return (row["game"], row["opponent"], row["seat"])
+
+
+def previous_results(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of the folder's earlier summary.json (none when missing or unreadable)."""
+    try:
+        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        rows = data.get("results") or []
+        return [r for r in rows if isinstance(r, dict) and {"game", "opponent", "seat"} <= set(r)]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def merge_results(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Earlier rows in their order, each replaced by this run's row for the same key; new rows after."""
+    fresh = {_row_key(r): r for r in current}
+    merged = [fresh.pop(_row_key(r), r) for r in previous]
+    return merged + [r for r in current if _row_key(r) in fresh]
+
+
+def selected_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of the latest command (summary["results"] also keeps earlier selections); all
+    rows for a summary that names no selection."""
+    if "selection" not in summary:
+        return list(summary["results"])
+    wanted = {tuple(k) for k in summary["selection"]}
+    return [r for r in summary["results"] if _row_key(r) in wanted]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def print_results(summary: dict[str, Any], console: Console) -> None:
-    who = summary["agent"] or summary["model"]
-    table = Table(title=f"games · {who}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("game", "opponent", "seat", "n", "mean", "norm", "win", "draw", "loss", "invalid"):
-        left = col in ("game", "opponent", "seat")
-        table.add_column(col, justify="left" if left else "right", no_wrap=True)
-    for r in summary["results"]:
-        table.add_row(
-            r["game"],
-            r["opponent"],
-            r["seat"],
-            str(r["episodes"]),
-            f"{r['mean_return']:+.3f}",
-            f"[bold]{r['normalized_return']:.1f}[/bold]",
-            f"{r['win_rate']:.0%}",
-            f"{r['draw_rate']:.0%}",
-            f"{r['loss_rate']:.0%}",
-            f"{r['invalid_rate']:.0%}",
-        )
-    console.print(table)
-    console.print(summary["normalization"])
+    who = shown(summary["agent"] or summary["model"])
+    rows = selected_rows(summary)
+    competitive = [r for r in rows if not r.get("cooperative")]
+    cooperative = [r for r in rows if r.get("cooperative")]
+    if competitive:
+        table = Table(title=f"games · {who}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        cols = ("game", "opponent", "seat", "n", "mean", "95% CI", "win", "95% CI", "draw", "loss")
+        for col in (*cols, "invalid", "norm"):
+            left = col in ("game", "opponent", "seat")
+            table.add_column(col, justify="left" if left else "right", no_wrap=True)
+        for r in competitive:
+            table.add_row(
+                r["game"],
+                r["opponent"],
+                r["seat"],
+                str(r["episodes"]),
+                f"[bold]{r['mean_return']:+.3f}[/bold]",
+                format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:+.2f}"),
+                f"[bold]{_pct(r['win_rate'])}[/bold]",
+                format_interval(r.get("win_rate_ci_low"), r.get("win_rate_ci_high"), "{:.0f}%", 100),
+                _pct(r["draw_rate"]),
+                _pct(r["loss_rate"]),
+                _pct(r["invalid_rate"]),
+                f"{r['normalized_return']:.1f}",
+            )
+        console.print(table)
+    if cooperative:
+        title = f"cooperative games (team score) · {who}"
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        cols = ("game", "partner", "n", "mean", "95% CI", "std", "min", "median", "max", "perfect", "zero")
+        cols += ("invalid",)
+        cols += ("norm",)
+        for col in cols:
+            table.add_column(col, justify="left" if col in ("game", "partner") else "right", no_wrap=True)
+        for r in cooperative:
+            table.add_row(
+                r["game"],
+                r["opponent"],
+                str(r["episodes"]),
+                f"[bold]{r['mean_return']:.2f}[/bold]",
+                format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:.2f}"),
+                f"{r['score_std']:.2f}",
+                *(_num(r[k]) for k in ("score_min", "score_median", "score_max")),
+                _pct(r["perfect_rate"]),
+                _pct(r["zero_rate"]),
+                _pct(r["invalid_rate"]),
+                f"{r['normalized_return']:.1f}",
+            )
+        console.print(table)
+    console.print(summary["normalization"], markup=False)
     if summary["errors"]:
         console.print(
             f"[yellow]{summary['errors']} episode(s) failed and are not counted; "
             "the same command reruns them.[/yellow]"
         )
-    console.print(f"run folder: {summary['run_dir']}")
+    console.print(f"run folder: {shown(summary['run_dir'])}", highlight=False)
 
 
 def games_command(*, json_out: bool = False, **options: Any) -> int:
-    """The CLI body: `options` are `build_config`'s. Exit code 0, or 1 when some episodes failed
+    """The CLI body: `options` are `build_config`'s. Exit code 0, or 3 when some episodes failed
     (rerun to retry them)."""
     cfg = build_config(**options)
     summary = asyncio.run(run_games(cfg))
     # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
     print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
     if json_out:
-        keep = ("game", "opponent", "seat", "episodes", "mean_return", "normalized_return")
-        keep += ("win_rate", "draw_rate", "loss_rate", "invalid_rate")
-        results = [{k: r[k] for k in keep} for r in summary["results"]]
+        results = selected_rows(summary)
         print(json.dumps({"run_dir": summary["run_dir"], "results": results}), flush=True)
-    return 1 if summary["errors"] else 0
+    return 3 if summary["errors"] else 0  # mars_eval.exitcodes.SOME_ERRORED

@@ -8,10 +8,45 @@ from mars_eval.mas.base import System
 from mars_eval.models.base import ConfigError
 
 SYSTEM_NAMES = ("single", "mad", "autogen", "debate", "vote")
+AUTOGEN_STYLES = ("maslab", "solver-reviewer")  # the first is the default (autogen_chat)
+MAD_JUDGE_VIEWS = ("first-round", "last-round")  # the first is the default (mad)
+
+
+def check_options(autogen_style: str, mad_judge: str) -> None:
+    """Reject unknown style names before any work (ConfigError: one line, exit 2)."""
+    for flag, value, allowed in (
+        ("--autogen-style", autogen_style, AUTOGEN_STYLES),
+        ("--mad-judge", mad_judge, MAD_JUDGE_VIEWS),
+    ):
+        if value not in allowed:
+            raise ConfigError(f"unknown {flag} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+# Bumped when a system's protocol changes, so runs of the old protocol are not resumed as the new
+# one (the number is part of the run's config, hence its folder name). 2: reference defaults
+# (MASLab AutoGen, MAD as the references, Du debate's --rounds counting answer rounds).
+PROTOCOL_VERSIONS = {"mad": 2, "autogen": 2, "debate": 2}
+
+
+def mas_identity(
+    name: str, autogen_style: str | None = None, mad_judge: str | None = None, matched_to: str | None = None
+) -> dict[str, Any]:
+    """The system options that decide results, for a run's config (only those of `name`)."""
+    out: dict[str, Any] = {}
+    if name in PROTOCOL_VERSIONS:
+        out["protocol"] = PROTOCOL_VERSIONS[name]
+    if name == "autogen":
+        out["autogen_style"] = autogen_style or "maslab"
+    if name == "mad":
+        out["mad_judge"] = mad_judge or "first-round"
+    if name == "vote" and matched_to:
+        out["matched_to"] = matched_to
+    return out
 
 
 def make_system(name: str, **options: Any) -> System:
-    """Build a system by name; options it does not use are ignored (rounds, agents, votes)."""
+    """Build a system by name; options it does not use are ignored (rounds, agents, votes,
+    autogen_style, mad_judge, autogen_client). None means the system's default."""
     opts = {k: v for k, v in options.items() if v is not None}
     if name == "single":
         from mars_eval.mas.single import SingleAgent
@@ -20,11 +55,15 @@ def make_system(name: str, **options: Any) -> System:
     if name == "mad":
         from mars_eval.mas.mad import MADDebate
 
-        return MADDebate(rounds=opts.get("rounds", 3))
+        return MADDebate(rounds=opts.get("rounds", 3), judge_sees=opts.get("mad_judge", "first-round"))
     if name == "autogen":
         from mars_eval.mas.autogen_chat import AutoGenChat
 
-        return AutoGenChat(rounds=opts.get("rounds", 3), client=opts.get("autogen_client", "adapter"))
+        return AutoGenChat(
+            rounds=opts.get("rounds"),
+            client=opts.get("autogen_client", "adapter"),
+            style=opts.get("autogen_style", "maslab"),
+        )
     if name == "debate":
         from mars_eval.mas.du_debate import DuDebate
 

@@ -7,13 +7,18 @@ backoff, the concurrency limit and least-in-flight balancing are ours; `max_retr
 same sampling arguments as `HTTPClient` (vLLM extras in `extra_body`), one derived seed per call
 (agent and call number, as `SampleContext.ask` derives them), the thinking split
 (`reasoning_content` and inline `<think>` are moved out of the content), token counts, the
-transcript, and the run store: a completed call is stored under the same key `CachedClient` uses,
-so a rerun answers it from the store instead of sending it again.
+transcript (with what each call was sent, `SampleContext.record_call`), and the run store: a
+completed call is stored under the same key `CachedClient` uses, so a rerun answers it from the
+store instead of sending it again, and a call that is sent counts in the run's `calls_sent`.
+
+The API key is the one the runner's endpoint uses (OPENAI_API_KEY, as for every system and the
+games' agent); "EMPTY" only when none is set, as `HTTPClient` does. It is never stored.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -27,13 +32,17 @@ from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 from pydantic import BaseModel
 
-from mars_eval.mas.autogen_chat import TEXT_MODEL_INFO, to_chat_messages
-from mars_eval.mas.base import SampleContext, derive_seed
+from mars_eval.mas.autogen_models import TEXT_MODEL_INFO, to_chat_messages
+from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
-from mars_eval.models.http import HTTPClient, rejects_extra_fields
+from mars_eval.models.http import HTTPClient, not_json_message, rejects_extra_fields
 from mars_eval.store import RunStore
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
+
+
+class NotJSONReply(ModelAccessError):
+    """A 200 chat reply that is not JSON; openai wraps it in APIConnectionError, `create` unwraps."""
 
 
 class ReasoningFieldAlias(httpx.AsyncBaseTransport):
@@ -61,7 +70,9 @@ class ReasoningFieldAlias(httpx.AsyncBaseTransport):
                 if message.get("reasoning") and not message.get("reasoning_content"):
                     message["reasoning_content"] = message["reasoning"]
                     changed = True
-        except (ValueError, AttributeError, TypeError):
+        except ValueError:  # openai would hand autogen the body as a str, which it cannot read
+            raise NotJSONReply(not_json_message(response.headers.get("content-type"), body)) from None
+        except (AttributeError, TypeError):
             return httpx.Response(
                 response.status_code, headers=response.headers, content=body, request=request
             )
@@ -85,7 +96,6 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         super().__init__(**config)
         self._ctx = ctx
         self._agent = agent
-        self._calls = 0
         self.error: BaseException | None = None  # re-raised by AutoGenChat after the team stops
 
     def _create_args_for(self, args: dict[str, Any], seed: int, strict: bool) -> dict[str, Any]:
@@ -109,16 +119,15 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},  # noqa: B006 (autogen's signature)
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        n = self._calls
-        self._calls += 1
         ctx = self._ctx
-        seed = derive_seed(ctx.seed, ctx.sample_key, self._agent, n)
+        n, seed = ctx.next_call(self._agent)
         started = time.time()
         t0 = time.perf_counter()
         store, key = self._store_key(messages, seed)
         stored = store.get_call(key) if store is not None else None
         if stored is not None:
-            return self._record(n, stored, started, cached=True)
+            stored.cached = True
+            return self._record(n, messages, stored, started)
         endpoint = getattr(ctx.client, "inner", None)  # the runner's HTTPClient, when there is one
         strict = bool(getattr(endpoint, "strict_fields", False))
         args = dict(extra_create_args)
@@ -148,7 +157,9 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
                     cancellation_token=cancellation_token,
                 )
         except (openai.APIError, httpx.HTTPError) as exc:
-            self.error = ModelAccessError(f"{type(exc).__name__}: {exc}")
+            cause = exc.__cause__
+            text = str(cause) if isinstance(cause, NotJSONReply) else f"{type(exc).__name__}: {exc}"
+            self.error = ModelAccessError(text)
             raise self.error from exc
         except BaseException as exc:
             self.error = exc
@@ -163,31 +174,18 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             latency_s=time.perf_counter() - t0,
             finish_reason=result.finish_reason,
         )
+        if hasattr(ctx.client, "sent"):  # the runner's CachedClient counts calls that were sent
+            ctx.client.sent += 1
         if store is not None:
             store.put_call(key, resp)
-        return self._record(n, resp, started, cached=False)
+        return self._record(n, messages, resp, started)
 
-    def _record(self, n: int, resp: ChatResponse, started: float, cached: bool) -> CreateResult:
+    def _record(
+        self, n: int, messages: Sequence[LLMMessage], resp: ChatResponse, started: float
+    ) -> CreateResult:
         """Count the call, add it to the transcript, and give autogen its result (no thinking)."""
-        ctx = self._ctx
-        ctx.calls += 1
-        ctx.prompt_tokens += resp.prompt_tokens
-        ctx.completion_tokens += resp.completion_tokens
-        ctx.transcript.append(
-            {
-                "agent": self._agent,
-                "role": self._agent,
-                "call": n,
-                "content": resp.content,
-                "thinking": resp.thinking,
-                "prompt_tokens": resp.prompt_tokens,
-                "completion_tokens": resp.completion_tokens,
-                "latency_s": round(resp.latency_s, 4),
-                "finish_reason": resp.finish_reason,
-                "cached": cached,
-                "started": round(started, 3),
-                "client": "autogen-openai",
-            }
+        self._ctx.record_call(
+            self._agent, self._agent, n, to_chat_messages(messages), resp, started, client="autogen-openai"
         )
         finish = resp.finish_reason if resp.finish_reason in FINISH_REASONS else "unknown"
         return CreateResult(
@@ -195,7 +193,7 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             thought=resp.thinking or None,
             usage=RequestUsage(prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens),
             finish_reason=finish,
-            cached=cached,
+            cached=resp.cached,
         )
 
 
@@ -205,14 +203,21 @@ def make_openai_agent_client(
     base_url: str,
     model: str,
     http_client: httpx.AsyncClient | None = None,
+    api_key: str | None = None,
 ) -> SeededOpenAIClient:
-    """autogen's OpenAI client for a non-OpenAI model on `base_url` (e.g. vLLM, our scripted server)."""
+    """autogen's OpenAI client for a non-OpenAI model on `base_url` (e.g. vLLM, our scripted server).
+
+    `api_key` defaults to the key of the runner's endpoint client, else OPENAI_API_KEY, else
+    "EMPTY" (what vLLM accepts when it checks no key).
+    """
+    endpoint = getattr(ctx.client, "inner", ctx.client)
+    api_key = api_key or getattr(endpoint, "api_key", None) or os.environ.get("OPENAI_API_KEY") or "EMPTY"
     sampling = HTTPClient.request_kwargs(ctx.params)
     sampling.pop("seed", None)  # set per call
     config: dict[str, Any] = {
         "model": model,
         "base_url": base_url,
-        "api_key": "EMPTY",
+        "api_key": api_key,
         "model_info": TEXT_MODEL_INFO,
         "max_retries": 0,
         **sampling,

@@ -7,6 +7,17 @@ thinking, tokens) and counts calls and tokens, so systems only describe the conv
 
 Thinking is kept in the transcript but `ChatResponse.content` (what a system may pass to
 another agent) never holds it.
+
+Replay. Every call's transcript entry holds what that agent was sent, compactly:
+`prompt_from` (how many messages of the agent's previous prompt plus its reply, as an assistant
+message, were sent again, in order) and `new_messages` (what follows them: everything the
+agent received since its previous call). So for agent A's n-th call
+
+    prompt(A, n) = (prompt(A, n-1) + [{"role": "assistant", "content": reply(A, n-1)}])[:prompt_from]
+                   + new_messages
+
+with prompt(A, -1) empty, and `replay_prompts` rebuilds every prompt from a sample's
+transcript alone (samples.jsonl holds the transcript).
 """
 
 from __future__ import annotations
@@ -39,6 +50,57 @@ class SampleContext:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     _ordinals: dict[str, int] = field(default_factory=dict)
+    _last_sent: dict[str, list[Message]] = field(default_factory=dict)
+
+    def next_call(self, agent: str) -> tuple[int, int]:
+        """Claim `agent`'s next call: (its ordinal n, the derived seed for that call)."""
+        n = self._ordinals.get(agent, 0)
+        self._ordinals[agent] = n + 1
+        return n, derive_seed(self.seed, self.sample_key, agent, n)
+
+    def record_call(
+        self,
+        agent: str,
+        role: str,
+        n: int,
+        messages: list[Message],
+        resp: ChatResponse,
+        started: float,
+        **extra: Any,
+    ) -> None:
+        """Count one completed call and add it to the transcript with what was new in its prompt.
+
+        The agent's previous prompt plus its reply is what a system usually sends again; the
+        longest common prefix with this prompt is recorded as `prompt_from`, the rest as
+        `new_messages` (see the module docstring). Calls of one agent finish in order (an
+        agent never has two calls in flight), so the diff is always against the previous one.
+        """
+        self.calls += 1
+        self.prompt_tokens += resp.prompt_tokens
+        self.completion_tokens += resp.completion_tokens
+        before = self._last_sent.get(agent, [])
+        keep = 0
+        while keep < min(len(before), len(messages)) and _same(before[keep], messages[keep]):
+            keep += 1
+        self._last_sent[agent] = [*messages, {"role": "assistant", "content": resp.content}]
+        self.transcript.append(
+            {
+                "agent": agent,
+                "role": role,
+                "call": n,
+                "prompt_from": keep,
+                "new_messages": [dict(m) for m in messages[keep:]],
+                "content": resp.content,
+                "thinking": resp.thinking,
+                "prompt_tokens": resp.prompt_tokens,
+                "completion_tokens": resp.completion_tokens,
+                "latency_s": round(resp.latency_s, 4),
+                "finish_reason": resp.finish_reason,
+                "cached": resp.cached,
+                "started": round(started, 3),
+                **extra,
+            }
+        )
 
     async def ask(
         self, agent: str, messages: list[Message], *, role: str = "assistant", **overrides: Any
@@ -48,34 +110,38 @@ class SampleContext:
         Keying the seed by agent and ordinal (not by global call order) keeps resume keys
         stable when agents run concurrently.
         """
-        n = self._ordinals.get(agent, 0)
-        self._ordinals[agent] = n + 1
-        params = replace(self.params, seed=derive_seed(self.seed, self.sample_key, agent, n), **overrides)
+        n, seed = self.next_call(agent)
+        params = replace(self.params, seed=seed, **overrides)
         started = time.time()
         resp = await self.client.chat(messages, params)
-        self.calls += 1
-        self.prompt_tokens += resp.prompt_tokens
-        self.completion_tokens += resp.completion_tokens
-        self.transcript.append(
-            {
-                "agent": agent,
-                "role": role,
-                "call": n,
-                "content": resp.content,
-                "thinking": resp.thinking,
-                "prompt_tokens": resp.prompt_tokens,
-                "completion_tokens": resp.completion_tokens,
-                "latency_s": round(resp.latency_s, 4),
-                "finish_reason": resp.finish_reason,
-                "cached": resp.cached,
-                "started": round(started, 3),
-            }
-        )
+        self.record_call(agent, role, n, messages, resp, started)
         return resp
 
     def note(self, event: str, **data: Any) -> None:
         """Record a non-message event (a verdict, a vote count, a fallback) in the transcript."""
         self.transcript.append({"event": event, **data})
+
+
+def _same(a: Message, b: Message) -> bool:
+    return a.get("role") == b.get("role") and a.get("content") == b.get("content")
+
+
+def replay_prompts(transcript: list[dict[str, Any]]) -> list[list[Message]]:
+    """The full prompt of every call in a transcript, in transcript order (events skipped).
+
+    Only `prompt_from`, `new_messages` and `content` are read: a conversation can be replayed
+    from samples.jsonl alone.
+    """
+    last: dict[str, list[Message]] = {}
+    prompts: list[list[Message]] = []
+    for entry in transcript:
+        if "new_messages" not in entry:
+            continue
+        agent = entry["agent"]
+        prompt = [*last.get(agent, [])[: entry["prompt_from"]], *entry["new_messages"]]
+        prompts.append(prompt)
+        last[agent] = [*prompt, {"role": "assistant", "content": entry["content"]}]
+    return prompts
 
 
 @dataclass

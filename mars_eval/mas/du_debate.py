@@ -1,14 +1,22 @@
 """`debate`: multi-agent debate after Du et al. (2023), "Improving Factuality and Reasoning...".
 
-`agents` agents (default 3) first answer the problem independently (the task's single-agent
-prompt). Then for `rounds` rounds (default 2) every agent is shown the other agents' latest
-answers (final text only, never thinking) and revises its own; an agent keeps its own earlier
-turns in its conversation. Agents of one round run concurrently. Calls: agents x (rounds + 1).
+Defaults reproduce Du et al.'s reference (composable-models/llm_multiagent_debate; MASLab's
+methods/llm_debate uses the same agents_num 3, rounds_num 2): 3 agents, 2 answer rounds.
 
-The final answer is the majority, by the task's canonical key, of the agents' last answers.
-Ties go to the tied answer given by the lowest-numbered agent (`majority` keeps the first seen,
-and agents are counted in order). Agents without an extractable answer do not vote; when none
-has one the answer is None.
+`rounds` (--rounds) counts answer rounds, the first included, as the reference's rounds
+setting does: round 1, every agent answers the problem independently (the task's
+single-agent prompt); in each later round every agent is shown the other agents' answers from
+the round before (final text only, never thinking) and the problem again, and gives an
+updated answer. An agent keeps its own earlier turns in its conversation. Agents of one round
+run concurrently. Calls: agents x rounds (default 3 x 2 = 6); --rounds 1 is independent
+answers with no debate. With a single agent, later rounds ask it to check and restate its own
+answer (the reference's fallback).
+
+The final answer is the majority, by the task's canonical key, of the agents' last answers
+(Du et al.'s evaluation; MASLab instead adds an aggregator call, not done here). Ties go to
+the tied answer given by the lowest-numbered agent (`majority` keeps the first seen, and agents
+are counted in order). Agents without an extractable answer do not vote; when none has one the
+answer is None.
 """
 
 from __future__ import annotations
@@ -19,10 +27,12 @@ from mars_eval.models.base import ConfigError, Message
 from mars_eval.tasks.base import Problem, Task
 
 REVISE = (
-    "Here are the latest solutions from the other agents:\n\n{others}\n\n"
-    "Use their reasoning as extra evidence: check your own solution and theirs step by step, "
-    "then give your updated answer to the problem. {answer_format}"
+    "Here are the latest answers to the problem from the other agents:{others}\n\n"
+    "Take their answers into account as extra information and give your updated answer. "
+    "The problem was: {question}"
 )
+OTHER = "\n\nAnother agent's answer: ```{text}```"
+ALONE = "Check that your answer is correct, and state your answer again. {answer_format}"
 
 
 class DuDebate:
@@ -31,8 +41,8 @@ class DuDebate:
     def __init__(self, agents: int = 3, rounds: int = 2):
         if int(agents) < 1:
             raise ConfigError(f"debate needs --agents >= 1, got {agents}")
-        if int(rounds) < 0:
-            raise ConfigError(f"debate needs --rounds >= 0, got {rounds}")
+        if int(rounds) < 1:
+            raise ConfigError(f"debate needs --rounds >= 1 (answer rounds, the first included), got {rounds}")
         self.agents = int(agents)
         self.rounds = int(rounds)
 
@@ -41,23 +51,19 @@ class DuDebate:
         histories: list[list[Message]] = [[{"role": "user", "content": problem.prompt}] for _ in names]
         latest = await _round(ctx, names, histories)
         rounds_answers = [[task.extract(t) for t in latest]]
-        ctx.note("debate_round", round=0, answers=rounds_answers[-1])
+        ctx.note("debate_round", round=1, answers=rounds_answers[-1])
 
-        for rnd in range(1, self.rounds + 1):
+        for rnd in range(1, self.rounds):
             for i, hist in enumerate(histories):
-                others = (
-                    "\n\n".join(f"Agent {j + 1}:\n{text}" for j, text in enumerate(latest) if j != i)
-                    or "(no other agents)"
-                )
-                hist.append(
-                    {
-                        "role": "user",
-                        "content": REVISE.format(others=others, answer_format=task.answer_format),
-                    }
-                )
+                others = "".join(OTHER.format(text=text) for j, text in enumerate(latest) if j != i)
+                if others:
+                    prompt = REVISE.format(others=others, question=problem.prompt)
+                else:
+                    prompt = ALONE.format(answer_format=task.answer_format)
+                hist.append({"role": "user", "content": prompt})
             latest = await _round(ctx, names, histories)
             rounds_answers.append([task.extract(t) for t in latest])
-            ctx.note("debate_round", round=rnd, answers=rounds_answers[-1])
+            ctx.note("debate_round", round=rnd + 1, answers=rounds_answers[-1])
 
         final = rounds_answers[-1]
         answer, count = majority(task, final)
@@ -67,7 +73,7 @@ class DuDebate:
             if answer is not None
             else ""
         )
-        how = f"majority of {self.agents} agents after {self.rounds} rounds ({count}/{self.agents})"
+        how = f"majority of {self.agents} agents after {self.rounds} answer rounds ({count}/{self.agents})"
         return SystemResult(
             answer=answer,
             final_text=winner_text,

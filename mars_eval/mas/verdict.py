@@ -259,9 +259,29 @@ def _side(value: Any) -> str | None:
 _NON_ANSWER = re.compile(
     r"^[\s\-_.?]*$|^(?:none|null|nil|n/?a|tbd|pending|unknown|unclear|undecided|undetermined|neither|both"
     r"|no (?:answer|idea|consensus|verdict|preference|decision)|not (?:sure|decided|determined|clear|yet)"
-    r"|to be (?:determined|decided))\b",
+    r"|to be (?:determined|decided)"
+    # "Continue", "No clear answer yet", "The debate continues": the debate should go on.
+    r"|continue[sd]?|continuing|ongoing|inconclusive|no clear|not (?:yet|applicable|available)"
+    r"|(?:none|nothing) yet"
+    r"|(?:the )?debate (?:continues|goes on|should (?:continue|go on)|is (?:ongoing|not over)))\b",
     re.IGNORECASE,
 )
+# A debate answer that names a side instead of giving an answer: "Affirmative", "the negative
+# side", "Negative side's answer", "The affirmative side is correct".
+_NAMED_SIDE = re.compile(
+    r"^(?:the )?(affirmative|negative)(?: side)?(?:'s)?(?: (?:answer|position|view|argument|solution))?"
+    r"(?: is (?:correct|right))?$",
+    re.IGNORECASE,
+)
+
+
+def named_side(raw: str | None) -> str | None:
+    """ "affirmative" or "negative" when a verdict's answer only names a side, else None."""
+    if not raw:
+        return None
+    text = re.sub(r"\s+", " ", re.sub(r"[^\w' ]+", " ", raw.replace("\u2019", "'"))).strip()
+    m = _NAMED_SIDE.match(text)
+    return m.group(1).lower() if m else None
 
 
 def _answer_text(value: Any) -> str | None:

@@ -23,6 +23,21 @@ class ModelAccessError(RuntimeError):
     """A call failed after all retries (or can never succeed, e.g. unknown model)."""
 
 
+class ContextOverflowError(ModelAccessError):
+    """The server refused the call because the conversation does not fit the model's context.
+
+    Unlike other access errors this is the system's own failure (its history grew too long),
+    so the runner scores the sample wrong and counts it as `context_overflow`; it is never an
+    error left out of accuracy. `max_model_len` and `prompt_tokens` are what the refusal
+    stated (None when it did not say).
+    """
+
+    def __init__(self, message: str, max_model_len: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(message)
+        self.max_model_len = max_model_len
+        self.prompt_tokens = prompt_tokens
+
+
 class ConfigError(ValueError):
     """Bad user input found before any work: printed as one line, exit code 2."""
 
@@ -94,15 +109,26 @@ class ModelClient(Protocol):
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 
-def split_thinking(text: str | None, reasoning: str | None = None) -> tuple[str, str]:
+def split_thinking(
+    text: str | None, reasoning: str | None = None, *, cut_off_thinking: bool = False
+) -> tuple[str, str]:
     """Return (content, thinking) from a reply.
 
     Thinking may arrive in a separate field (`reasoning_content` / `reasoning`), inline as
     `<think>...</think>`, or with only the closing tag (the chat template opened it in the
     prompt). An opening tag with no close means the reply was cut off inside thinking: all of
     it is thinking and the content is empty.
+
+    `cut_off_thinking`: the reply stopped at max_tokens (finish_reason "length") with thinking
+    on. When it then has no closing tag and no separate reasoning, the model never left its
+    thinking: the chat template opened `<think>` in the prompt (Qwen3-2507, DeepSeek-R1), so the
+    reply holds no tag at all, and all of it is thinking. Content is empty: no answer is ever
+    taken from unfinished thinking.
     """
     text = text or ""
+    has_reasoning = bool(reasoning and reasoning.strip())
+    if cut_off_thinking and not has_reasoning and "</think>" not in text:
+        return "", text.replace("<think>", "").strip()
     parts = [reasoning.strip()] if reasoning and reasoning.strip() else []
     for m in _THINK_BLOCK.finditer(text):
         parts.append(m.group(1).strip())

@@ -8,6 +8,12 @@ Two layers:
   (honouring Retry-After), 5xx, timeouts and dropped connections with exponential backoff and
   jitter, for a bounded number of attempts. Because it sits under httpx, the same pool serves
   our `HTTPClient` and any other OpenAI client (AutoGen's `OpenAIChatCompletionClient`).
+  A chat request refused because prompt + max_tokens exceed the context (see
+  `mars_eval.models.context`) is sent again with max_tokens lowered to what is left: the
+  context length comes from the refusal or from /v1/models (vLLM's `max_model_len`), the
+  prompt's size from the refusal or, when it gives only a lower bound, from vLLM's /tokenize;
+  failing both, max_tokens is halved (a few times at most). The reply then says so in a
+  `x-mars-max-tokens` header. A prompt that alone does not fit stays refused.
 - `HTTPClient` is the `ModelClient`: the real `openai.AsyncOpenAI` over that transport, with
   Qwen3/vLLM extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking
   split from the reply (`reasoning_content`, `reasoning`, or inline `<think>`).
@@ -29,16 +35,20 @@ import openai
 from mars_eval.models.base import (
     ChatResponse,
     ConfigError,
+    ContextOverflowError,
     Message,
     ModelAccessError,
     SamplingParams,
     split_thinking,
 )
+from mars_eval.models.context import Overflow, parse_context_overflow, room_for_reply
 
 POOL_HOST = "mars-endpoint-pool"  # placeholder host the pool rewrites to a real endpoint
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 DEFAULT_CONCURRENCY = 512  # enough in flight to keep a vLLM server's batch full
 MALFORMED_ATTEMPTS = 3  # a 200 whose body is not a chat completion is asked for again
+MAX_TOKENS_RETRIES = 4  # context refusals answered by a smaller max_tokens, per request
+LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 
 
 @dataclass
@@ -84,6 +94,8 @@ class EndpointPool(httpx.AsyncBaseTransport):
         self._semaphore: asyncio.Semaphore | None = None
         self._next = 0
         self.retries = 0
+        self.lowered = 0  # requests sent again with a smaller max_tokens after a context refusal
+        self.max_model_len: dict[str, int] = {}  # model id -> context length, from /v1/models
 
     @property
     def base_url(self) -> str:
@@ -115,32 +127,107 @@ class EndpointPool(httpx.AsyncBaseTransport):
             self._semaphore = asyncio.Semaphore(self.concurrency)
         await request.aread()  # the body must be re-sendable on retry
         async with self._semaphore:
-            last_error: Exception | None = None
-            for attempt in range(self.max_attempts):
-                endpoint = self._pick()
-                endpoint.in_flight += 1
-                endpoint.sent += 1
-                try:
-                    response = await self._send(request, self._target(request, endpoint))
-                except (httpx.TimeoutException, httpx.TransportError) as exc:
-                    last_error = exc
-                    endpoint.down_until = time.monotonic() + self._delay(attempt, None)
-                    retry_after = None
-                else:
-                    if response.status_code not in RETRY_STATUS or attempt == self.max_attempts - 1:
-                        return response
-                    retry_after = _retry_after(response.headers)
-                    last_error = httpx.HTTPStatusError(
-                        f"HTTP {response.status_code}", request=request, response=response
-                    )
-                finally:
-                    endpoint.in_flight -= 1
-                if attempt < self.max_attempts - 1:
-                    self.retries += 1
-                    await asyncio.sleep(self._delay(attempt, retry_after))
-            # Only transport errors reach here: a retryable status on the last attempt was returned.
-            assert last_error is not None
-            raise last_error
+            response = await self._send_retrying(request)
+            lowered_to = None
+            for _ in range(MAX_TOKENS_RETRIES):
+                if response.status_code != 400:
+                    break
+                smaller = await self._lowered(request, response)
+                if smaller is None:
+                    break
+                request, lowered_to = smaller
+                self.lowered += 1
+                response = await self._send_retrying(request)
+            if lowered_to is not None and response.status_code == 200:
+                response.headers[LOWERED_HEADER] = str(lowered_to)
+            return response
+
+    async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
+        """One request with retries on 429/5xx/transport errors (the caller holds a slot)."""
+        last_error: Exception | None = None
+        for attempt in range(self.max_attempts):
+            endpoint = self._pick()
+            endpoint.in_flight += 1
+            endpoint.sent += 1
+            try:
+                response = await self._send(request, self._target(request, endpoint))
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                last_error = exc
+                endpoint.down_until = time.monotonic() + self._delay(attempt, None)
+                retry_after = None
+            else:
+                if response.status_code not in RETRY_STATUS or attempt == self.max_attempts - 1:
+                    return response
+                retry_after = _retry_after(response.headers)
+                last_error = httpx.HTTPStatusError(
+                    f"HTTP {response.status_code}", request=request, response=response
+                )
+            finally:
+                endpoint.in_flight -= 1
+            if attempt < self.max_attempts - 1:
+                self.retries += 1
+                await asyncio.sleep(self._delay(attempt, retry_after))
+        # Only transport errors reach here: a retryable status on the last attempt was returned.
+        assert last_error is not None
+        raise last_error
+
+    async def _lowered(
+        self, request: httpx.Request, response: httpx.Response
+    ) -> tuple[httpx.Request, int] | None:
+        """The request again with a max_tokens that fits what the context refusal says is left."""
+        if not request.url.path.endswith("/completions"):
+            return None
+        try:
+            body = json.loads(request.content)
+            err = json.loads(response.content)
+        except ValueError:
+            return None
+        if not isinstance(body, dict) or not isinstance(err, dict):
+            return None
+        message = err.get("error", err)
+        message = message.get("message") if isinstance(message, dict) else message
+        found = parse_context_overflow(str(message or err.get("message") or ""))
+        field = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
+        asked = body.get(field)
+        if found is None or not isinstance(asked, int):
+            return None
+        known = self.max_model_len.get(str(body.get("model")))
+        if found.prompt_tokens is not None and not found.prompt_exact:
+            counted = await self._count_prompt(request, body)
+            if counted is not None:
+                found = Overflow(found.max_model_len or counted[1], counted[0], True)
+        new = room_for_reply(found, asked, known)
+        if new is None:
+            return None
+        body[field] = new
+        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
+        smaller = httpx.Request(
+            request.method,
+            request.url,
+            headers=headers,
+            content=json.dumps(body).encode(),
+            extensions=request.extensions,
+        )
+        return smaller, new
+
+    async def _count_prompt(self, request: httpx.Request, body: dict) -> tuple[int, int | None] | None:
+        """(prompt tokens, context length) from vLLM's POST /tokenize, or None where it has none."""
+        keys = ("model", "messages", "chat_template_kwargs", "add_generation_prompt")
+        ask = {k: body[k] for k in keys if k in body}
+        ask.setdefault("add_generation_prompt", True)
+        endpoint = self._pick()
+        root = endpoint.base[: -len("/v1")] if endpoint.base.endswith("/v1") else endpoint.base
+        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
+        probe = httpx.Request("POST", request.url, headers=headers, content=json.dumps(ask).encode())
+        try:
+            reply = await self._send(probe, f"{root}/tokenize")
+            data = json.loads(reply.content) if reply.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
+            return None
+        max_len = data.get("max_model_len")
+        return data["count"], max_len if isinstance(max_len, int) else None
 
     async def _send(self, request: httpx.Request, url: str) -> httpx.Response:
         """One attempt at `url`; the whole body is read before returning (the slot is then free)."""
@@ -242,9 +329,17 @@ class HTTPClient:
         body = self.request_body(messages, params, strict)
         response = await self.openai.post("/chat/completions", body=body, cast_to=httpx.Response)
         try:
-            return response.json()
+            data = response.json()
+        except UnicodeDecodeError:  # JSON with bytes that are not UTF-8 (broken tokens): kept,
+            data = _json_or_none(response.content.decode("utf-8", "replace"))  # as U+FFFD
+            if data is None:
+                return NotJSON(not_json_message(response.headers.get("content-type"), response.content))
         except ValueError:  # not JSON: parse_completion rejects it, and the call is asked again
-            return None
+            return NotJSON(not_json_message(response.headers.get("content-type"), response.content))
+        lowered = response.headers.get(LOWERED_HEADER)
+        if lowered and isinstance(data, dict):
+            data["_max_tokens_lowered_to"] = int(lowered)
+        return data
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         """One chat call. A reply that arrives whole but is not a chat completion (a garbled or
@@ -253,7 +348,7 @@ class HTTPClient:
             started = time.perf_counter()
             completion = await self._send_chat(messages, params)
             try:
-                return parse_completion(completion, time.perf_counter() - started)
+                return parse_completion(completion, time.perf_counter() - started, params.thinking)
             except ModelAccessError:
                 if attempt == MALFORMED_ATTEMPTS - 1:
                     raise
@@ -272,7 +367,13 @@ class HTTPClient:
                 self.strict_fields = True
                 return await self._create(messages, params, True)
         except openai.APIStatusError as exc:
-            raise ModelAccessError(f"HTTP {exc.status_code}: {_error_message(exc)}") from exc
+            message = _error_message(exc)
+            found = parse_context_overflow(message) if 400 <= exc.status_code < 500 else None
+            if found is not None:
+                raise ContextOverflowError(
+                    f"HTTP {exc.status_code}: {message}", found.max_model_len, found.prompt_tokens
+                ) from exc
+            raise ModelAccessError(f"HTTP {exc.status_code}: {message}") from exc
         except (openai.APIError, httpx.HTTPError) as exc:
             raise ModelAccessError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -316,7 +417,11 @@ class HTTPClient:
                     return []
                 if status == 200:
                     try:
-                        return [m["id"] for m in json.loads(body).get("data", [])]
+                        cards = json.loads(body).get("data", [])
+                        for card in cards:  # vLLM (and SGLang) state the context length here
+                            if isinstance(card.get("max_model_len"), int):
+                                self.pool.max_model_len[str(card["id"])] = card["max_model_len"]
+                        return [m["id"] for m in cards]
                     except (ValueError, KeyError, TypeError, AttributeError) as exc:
                         raise ConfigError(f"endpoint {where} returned a malformed model list") from exc
                 if status not in RETRY_STATUS or last:
@@ -329,8 +434,35 @@ class HTTPClient:
         await self.http.aclose()
 
 
-def parse_completion(data: object, latency_s: float) -> ChatResponse:
-    """A chat-completions JSON reply as a ChatResponse (thinking split off); malformed → ModelAccessError."""
+class NotJSON(str):
+    """What `_create` returns for a 200 reply whose body is not JSON: the message to report."""
+
+
+def not_json_message(content_type: str | None, body: bytes) -> str:
+    """One line for a 200 reply that is not JSON (a proxy's HTML page, a truncated body), quoting
+    its start with repr so that escape codes in it stay inert."""
+    start = body[:80].decode("utf-8", "replace")
+    kind = content_type or "no content type"
+    return f"malformed reply: the server answered 200 with a body that is not JSON ({kind}): {start!r}"
+
+
+def _json_or_none(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def parse_completion(data: object, latency_s: float, thinking: bool = False) -> ChatResponse:
+    """A chat-completions JSON reply as a ChatResponse (thinking split off); malformed → ModelAccessError.
+
+    `thinking`: the call was made with thinking on, so a reply cut off by max_tokens before any
+    closing tag is all thinking (see `split_thinking`).
+    """
+    if isinstance(data, NotJSON):
+        raise ModelAccessError(str(data))
+    if not isinstance(data, dict):
+        raise ModelAccessError(f"malformed chat completion (a JSON {type(data).__name__}, not an object)")
     try:
         choice = data["choices"][0]  # type: ignore[index]
         message = choice["message"]
@@ -345,14 +477,21 @@ def parse_completion(data: object, latency_s: float) -> ChatResponse:
         raise ModelAccessError(f"malformed chat completion ({type(exc).__name__}: {exc})") from exc
     if content is not None and not isinstance(content, str):
         raise ModelAccessError("malformed chat completion (content is not text)")
-    text, thinking = split_thinking(content, reasoning if isinstance(reasoning, str) else None)
+    finish = choice.get("finish_reason")
+    text, thought = split_thinking(
+        content,
+        reasoning if isinstance(reasoning, str) else None,
+        cut_off_thinking=thinking and finish == "length",
+    )
+    lowered = data.get("_max_tokens_lowered_to")  # type: ignore[union-attr]
     return ChatResponse(
         content=text,
-        thinking=thinking,
+        thinking=thought,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         latency_s=latency_s,
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=finish,
+        extra={"max_tokens_lowered_to": lowered} if lowered else {},
     )
 
 

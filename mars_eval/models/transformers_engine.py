@@ -7,6 +7,16 @@ forward pass. Requests are grouped by their sampling settings (one generate call
 set); `max_tokens` may differ inside a group (the group generates up to the largest, rows are
 cut to their own limit afterwards).
 
+Context: the model's positions (`max_position_embeddings`) bound prompt + reply, as a server's
+context length does. A prompt that alone fills them raises `ContextOverflowError` (the runner
+scores the sample wrong and counts it as context_overflow); a prompt that fits gets max_tokens
+lowered to what is left, as `HTTPClient` does after a server's refusal. Nothing is ever cut from
+a prompt. Rows whose room would be shrunk by a longer row's left padding are generated in a
+batch of their own, so a reply's length limit never depends on its batch mates.
+
+A reply stopped at max_tokens while thinking is on and never closed its thinking is all
+thinking (no answer), see `split_thinking`.
+
 Limits, documented: presence_penalty has no transformers equivalent and is ignored; a batch
 shares one torch seed (the first request's), so a sample's text can depend on which other
 requests shared its batch.
@@ -23,6 +33,7 @@ from pathlib import Path
 from mars_eval.models.base import (
     ChatResponse,
     ConfigError,
+    ContextOverflowError,
     Message,
     ModelAccessError,
     SamplingParams,
@@ -138,17 +149,59 @@ class TransformersEngine:
                 taken = {id(p) for p in batch}
                 self._queue = [p for p in self._queue if id(p) not in taken]
                 try:
-                    results = await asyncio.to_thread(self._generate, batch)
+                    results = await asyncio.to_thread(self._generate_fitting, batch)
                 except Exception as exc:  # a failed batch fails its requests, never the engine
                     for p in batch:
                         if not p.future.done():
                             p.future.set_exception(ModelAccessError(f"generation failed: {exc}"))
                     continue
                 for p, r in zip(batch, results, strict=True):
-                    if not p.future.done():
+                    if p.future.done():
+                        continue
+                    if isinstance(r, BaseException):
+                        p.future.set_exception(r)
+                    else:
                         p.future.set_result(r)
 
-    def _generate(self, batch: list[_Pending]) -> list[ChatResponse]:
+    def context_limit(self) -> int | None:
+        """Prompt + reply tokens the model can hold (its positions), or None when unbounded."""
+        limit = getattr(self._lm.config, "max_position_embeddings", None)
+        return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+    def _generate_fitting(self, batch: list[_Pending]) -> list[ChatResponse | ContextOverflowError]:
+        """Generate for every request that fits the context; the others get ContextOverflowError.
+
+        Each request's max_tokens becomes min(its max_tokens, limit - its prompt length). The
+        batch is left-padded to its longest prompt, so requests that would get less room than
+        that are run again in their own (shorter) batch.
+        """
+        limit = self.context_limit()
+        out: list[ChatResponse | ContextOverflowError | None] = [None] * len(batch)
+        runnable: list[tuple[int, _Pending, int, int]] = []  # (index, request, prompt length, room)
+        for i, p in enumerate(batch):
+            n = len(self._tok(p.prompt, add_special_tokens=False)["input_ids"])
+            if limit is None:
+                runnable.append((i, p, n, p.params.max_tokens))
+            elif n >= limit:
+                out[i] = ContextOverflowError(
+                    f"the prompt has {n} tokens; the model's context length is {limit} tokens",
+                    max_model_len=limit,
+                    prompt_tokens=n,
+                )
+            else:
+                runnable.append((i, p, n, min(p.params.max_tokens, limit - n)))
+        while runnable:
+            padded = max(n for _, _, n, _ in runnable)
+            group = [r for r in runnable if limit is None or r[3] <= limit - padded]
+            taken = {r[0] for r in group}
+            runnable = [r for r in runnable if r[0] not in taken]
+            results = self._generate([r[1] for r in group], [r[3] for r in group])
+            for r, res in zip(group, results, strict=True):
+                out[r[0]] = res
+        return [r for r in out if r is not None]
+
+    def _generate(self, batch: list[_Pending], rooms: list[int]) -> list[ChatResponse]:
+        """One generate call; `rooms` are the rows' max_tokens after the context check."""
         import torch
 
         started = time.perf_counter()
@@ -156,8 +209,7 @@ class TransformersEngine:
         enc = tok([p.prompt for p in batch], return_tensors="pt", padding=True, add_special_tokens=False)
         enc = {k: v.to(self._device) for k, v in enc.items()}
         prompt_len = enc["input_ids"].shape[1]
-        limit = getattr(lm.config, "max_position_embeddings", None) or 1 << 30
-        max_new = max(1, min(max(p.params.max_tokens for p in batch), limit - prompt_len))
+        max_new = max(1, max(rooms))
         first = batch[0].params
         gen_kwargs = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
         if first.temperature > 0:
@@ -179,16 +231,12 @@ class TransformersEngine:
         for i, p in enumerate(batch):
             row = out[i, prompt_len:].tolist()
             n = 0
-            while (
-                n < len(row)
-                and n < p.params.max_tokens
-                and row[n] not in eos_ids
-                and row[n] != tok.pad_token_id
-            ):
+            while n < len(row) and n < rooms[i] and row[n] not in eos_ids and row[n] != tok.pad_token_id:
                 n += 1
             finish = "stop" if n < len(row) and row[n] in eos_ids else "length"
             text = tok.decode(row[:n], skip_special_tokens=True)
-            content, thinking = split_thinking(text)
+            cut_off = p.params.thinking and finish == "length"
+            content, thinking = split_thinking(text, cut_off_thinking=cut_off)
             responses.append(
                 ChatResponse(
                     content=content,
@@ -198,6 +246,7 @@ class TransformersEngine:
                     latency_s=latency,
                     finish_reason=finish,
                     endpoint="in-process",
+                    extra={"max_tokens_lowered_to": rooms[i]} if rooms[i] < p.params.max_tokens else {},
                 )
             )
         return responses

@@ -15,6 +15,7 @@ import time
 from mars_eval.models.base import (
     ChatResponse,
     ConfigError,
+    ContextOverflowError,
     Message,
     ModelAccessError,
     SamplingParams,
@@ -74,11 +75,17 @@ class VLLMEngine:
             async for output in self._engine.generate(prompt, sampling, request_id=f"mars-{next(self._ids)}"):
                 final = output
         except (RuntimeError, ValueError, asyncio.CancelledError) as exc:
+            from mars_eval.models.context import parse_context_overflow
+
+            found = parse_context_overflow(str(exc))
+            if found is not None:  # the prompt alone is longer than the context: the system's failure
+                raise ContextOverflowError(str(exc)[:300], found.max_model_len, found.prompt_tokens) from exc
             raise ModelAccessError(f"vLLM generation failed: {exc}") from exc
         if final is None or not final.outputs:
             raise ModelAccessError("vLLM returned no output")
         out = final.outputs[0]
-        content, thinking = split_thinking(out.text)
+        cut_off = params.thinking and out.finish_reason == "length"
+        content, thinking = split_thinking(out.text, cut_off_thinking=cut_off)
         return ChatResponse(
             content=content,
             thinking=thinking,

@@ -1,7 +1,9 @@
 """Benchmark tasks. `make_task(name)` is the one way to build one.
 
-Names: aime24 (alias aime), aime25, math500, gpqa-diamond (alias gpqa), arith (synthetic,
-offline). Modules are imported lazily so that importing this package stays cheap (the math
+Names: aime24 (alias aime), aime25, math500, gpqa-diamond (alias gpqa; options shuffled per
+question and seed, the default), gpqa-diamond-maslab (alias gpqa-maslab; MASLab's unshuffled
+order, the correct option always A, to compare with figures made with MASLab), arith
+(synthetic, offline). Modules are imported lazily so that importing this package stays cheap (the math
 scorer's worker process imports it too).
 """
 
@@ -10,8 +12,14 @@ from __future__ import annotations
 from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem, ScorerError, Task
 
-TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "arith")
-TASK_ALIASES = {"aime": "aime24", "gpqa": "gpqa-diamond", "aime2024": "aime24", "aime2025": "aime25"}
+TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "gpqa-diamond-maslab", "arith")
+TASK_ALIASES = {
+    "aime": "aime24",
+    "gpqa": "gpqa-diamond",
+    "gpqa-maslab": "gpqa-diamond-maslab",
+    "aime2024": "aime24",
+    "aime2025": "aime25",
+}
 
 __all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "make_task"]
 
@@ -31,13 +39,31 @@ def make_task(name: str) -> Task:
         from mars_eval.tasks.math_tasks import math500_task
 
         return math500_task()
-    if key == "gpqa-diamond":
+    if key in ("gpqa-diamond", "gpqa-diamond-maslab"):
         from mars_eval.tasks.gpqa import GPQATask
 
-        return GPQATask()
+        return GPQATask(key, order="maslab" if key.endswith("maslab") else "shuffled")
     if key == "arith":
         from mars_eval.tasks.arith import ArithTask
 
         return ArithTask()
     aliases = ", ".join(f"{a}={t}" for a, t in TASK_ALIASES.items())
     raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})")
+
+
+GPQA_ORDERS = ("shuffled", "maslab")
+
+
+def task_with_gpqa_order(name: str, order: str) -> str:
+    """The task name for `--gpqa-order`: "maslab" turns GPQA into gpqa-diamond-maslab.
+
+    ConfigError for an unknown order, or for "maslab" on a task that is not GPQA.
+    """
+    if order not in GPQA_ORDERS:
+        raise ConfigError(f"--gpqa-order must be one of: {', '.join(GPQA_ORDERS)} (got {order!r})")
+    key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
+    if order == "shuffled":
+        return name
+    if key not in ("gpqa-diamond", "gpqa-diamond-maslab"):
+        raise ConfigError(f"--gpqa-order maslab applies to GPQA tasks only, not {name!r}")
+    return "gpqa-diamond-maslab"

@@ -14,12 +14,9 @@ Math answers (`extract_math_answer`), in this order of preference:
   3. the last number on the final non-empty line.
   Nothing found: None (the sample is scored wrong, never guessed).
 
-Multiple-choice letters (`extract_choice_letter`): the LAST stated answer among
-  `"answer": "C"` (JSON), `\\boxed{C}`, "Answer: C", "**Answer:** C", "answer is (C)",
-  "The correct answer is C)", "correct option is C"; else a final line that is only the
-  letter ("C", "(C)", "**C**", "C) option text"). A capital letter in prose ("A good
-  approach ...") is never an answer: letters count only after an answer phrase or alone on
-  the final line.
+Multiple-choice letters (`extract_choice_letter`): the rules are written and numbered in
+`mars_eval.tasks.choice` (answer phrases, formatting, articles, negation, hedges, last
+statement wins, final-line letter).
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from __future__ import annotations
 import re
 
 from mars_eval.models.base import split_thinking
+from mars_eval.tasks.choice import extract_choice_letter as extract_choice_letter  # re-exported
 
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BOX_BARE = re.compile(r"\\boxed\s+([^\s${}]+)")  # "\boxed 5" (no braces)
@@ -137,40 +135,4 @@ def extract_math_answer(text: str | None) -> str | None:
         numbers = _NUMBER.findall(lines[-1])
         if numbers:
             return numbers[-1]
-    return None
-
-
-_CHOICE_PATTERNS = (
-    re.compile(r'"answer"\s*:\s*"\s*\(?([A-D])\)?\s*"', re.IGNORECASE),  # JSON field; letter below
-    re.compile(r"\\boxed\s*\{\s*(?:\\text(?:bf)?\s*\{)?\s*\(?([A-D])\)?\s*\}"),
-    # "Answer: C", "**Answer:** C", "answer is (C)", "The correct answer is C)", "answer: **B**",
-    # and a lowercase letter only in parentheses ("Answer: (c)"): "answer is a ..." is prose.
-    re.compile(
-        r"(?i:\banswer)\s*(?:\*\*)?\s*(?i:is)?\s*[:：]?\s*(?:\*\*)?\s*"
-        r"(?:[\(\[]?\s*(?:\*\*)?([A-D])|\(([a-d])\))(?![A-Za-z0-9])"
-    ),
-    re.compile(r"(?i:\bcorrect\s+(?:option|choice)\s+is)\s*[:：]?\s*\(?([A-D])(?![A-Za-z0-9])"),
-)
-# A final line that is only the letter ("C", "(C)", "**C**", "C."), starts with the option
-# ("(C) 4.2 eV", "C) 4.2 eV") or ends with it in parentheses ("so the best is (C).")
-_LETTER_LINE = re.compile(r"^\W*\(?([A-D])\)?\W*$|^\W*\(([A-D])\)\s|^\**([A-D])\)\s|\(([A-D])\)[\s.*!]*$")
-
-
-def extract_choice_letter(text: str | None) -> str | None:
-    """The last multiple-choice letter (A-D) stated in `text`, or None."""
-    text = strip_thinking(text)
-    if not text:
-        return None
-    found: list[tuple[int, str]] = []
-    for pattern in _CHOICE_PATTERNS:
-        for m in pattern.finditer(text):
-            group = next(i for i in range(1, (pattern.groups or 0) + 1) if m.group(i) is not None)
-            found.append((m.end(group), m.group(group).upper()))
-    if found:
-        return max(found)[1]
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if lines:
-        m = _LETTER_LINE.search(lines[-1].strip())
-        if m is not None:
-            return next(g for g in m.groups() if g is not None)
     return None

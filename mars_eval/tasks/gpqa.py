@@ -5,10 +5,17 @@ the dataset page, then `huggingface-cli login` or set HF_TOKEN). Revision not pi
 network here to look up a commit hash). Columns used: "Question", "Correct Answer",
 "Incorrect Answer 1..3", and "Record ID" for the problem id when present.
 
-Options are shuffled per question with `random.Random(f"{seed}:{question_id}")`: the same
-seed always gives the same order, the correct letter is spread evenly over A-D across
-questions, and different seeds give different orders. (A fixed order puts the answer always
-at A; one re-seeded shuffle moves it always to the same letter.) The gold is the letter.
+Option order (`order`):
+  "shuffled" (default, task gpqa-diamond): options are shuffled per question with
+    `random.Random(f"{seed}:{question_id}")`: the same seed always gives the same order, the
+    correct letter is spread evenly over A-D across questions, and different seeds give
+    different orders. (A fixed order puts the answer always at A; one re-seeded shuffle moves
+    it always to the same letter.)
+  "maslab" (task gpqa-diamond-maslab, `--gpqa-order maslab`): MASLab's dataset builder
+    (datasets/build_test_dataset.py), which the MARS paper's MAS figures went through, does
+    not shuffle: A is the correct answer, B-D are "Incorrect Answer 1..3". Use it only to
+    compare with those figures: a model that favours A scores higher on it.
+The gold is the letter. The run summary gives the spread of gold and predicted letters.
 
 Prompt (`Problem.prompt`):
 
@@ -23,7 +30,10 @@ Prompt (`Problem.prompt`):
     where X is one of A, B, C or D.
 
 `Problem.question` is the question with its options, without the last instruction.
-Extraction: `extract.extract_choice_letter` (last stated answer wins). Scoring: letter match.
+Extraction: `choice.extract_choice_letter`, whose numbered rules (answer phrases, LaTeX and
+markdown around the letter, "A" as an article, negation, hedges, the last statement wins, a
+final line that is only the letter; thinking never counts) are in `mars_eval.tasks.choice`.
+Scoring: letter match; no answer is wrong.
 """
 
 from __future__ import annotations
@@ -31,12 +41,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem
 from mars_eval.tasks.extract import extract_choice_letter
 from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_tasks import text_id
 
 LETTERS = "ABCD"
+ORDERS = ("shuffled", "maslab")
 GPQA_ANSWER_FORMAT = (
     'Think step by step, then end your response with a final line of the form "Answer: X", '
     "where X is one of A, B, C or D."
@@ -72,9 +84,16 @@ class GPQATask:
 
     answer_format = GPQA_ANSWER_FORMAT
 
-    def __init__(self, name: str = "gpqa-diamond", source: HubDataset = GPQA_DIAMOND) -> None:
+    choices = LETTERS  # a multiple-choice task: the summary reports the letter spreads
+
+    def __init__(
+        self, name: str = "gpqa-diamond", source: HubDataset = GPQA_DIAMOND, order: str = "shuffled"
+    ) -> None:
+        if order not in ORDERS:
+            raise ConfigError(f"unknown GPQA option order {order!r}; choose one of: {', '.join(ORDERS)}")
         self.name = name
         self.source = source
+        self.order = order
 
     def load(self, data_files: str | None = None, seed: int = 0) -> list[Problem]:
         """Problems with options shuffled by (seed, question id); gold is the correct letter."""
@@ -88,14 +107,17 @@ class GPQATask:
         pid = pid or text_id("gpqa", question)
         correct = str(row["Correct Answer"]).strip()
         incorrect = [str(row[c]).strip() for c in INCORRECT_COLUMNS]
-        options, gold = shuffled_options(correct, incorrect, seed, pid)
+        if self.order == "maslab":  # MASLab's builder: the correct answer first, never shuffled
+            options, gold = [correct, *incorrect], LETTERS[0]
+        else:
+            options, gold = shuffled_options(correct, incorrect, seed, pid)
         body = choice_block(question, options)
         return Problem(
             id=pid,
             prompt=f"{body}\n\n{GPQA_ANSWER_FORMAT}",
             gold=gold,
             question=body,
-            meta={"options": options, "seed": seed},
+            meta={"options": options, "seed": seed, "order": self.order},
         )
 
     def extract(self, text: str) -> str | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
+import logging
 import os
 import socket
 import threading
@@ -61,8 +63,54 @@ def load_rows(source: HubDataset, task: str, data_files: str | None = None) -> l
 
 
 def _one_line(e: BaseException) -> str:
+    """The first line of the innermost cause: `datasets` wraps the useful message (which row,
+    which parse error) in a generic "An error occurred while generating the dataset"."""
+    while e.__cause__ is not None:
+        e = e.__cause__
     text = str(e).strip().splitlines()
     return (text[0] if text else type(e).__name__)[:200]
+
+
+def _check_json_text(path: Path) -> None:
+    """A JSON list or JSON lines, with every line an object: the first bad line is named here,
+    where `datasets` would report a generic error (and StopIteration for an empty file)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--data-files {path}: cannot read it as UTF-8 text: {_one_line(e)}") from e
+    if not text.strip():
+        raise ConfigError(f"--data-files {path}: the file is empty (no rows)")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        pass
+    else:  # one JSON document: a list of rows, or a single row
+        if document == []:
+            raise ConfigError(f"--data-files {path}: the JSON list is empty (no rows)")
+        return
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise ConfigError(
+                f"--data-files {path}: line {number} is not JSON ({getattr(e, 'msg', e)}): {line[:60]!r}"
+            ) from None
+        if not isinstance(row, dict):
+            raise ConfigError(f"--data-files {path}: line {number} is not a JSON object: {line[:60]!r}")
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """`datasets` logs a failed parse itself; we report it in our one line instead."""
+    logger = logging.getLogger("datasets")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
@@ -73,6 +121,10 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
         raise ConfigError(
             f"--data-files {path}: unsupported file type {path.suffix!r}; use .json, .jsonl, .csv or .parquet"
         )
+    if path.stat().st_size == 0:
+        raise ConfigError(f"--data-files {path}: the file is empty (no rows)")
+    if builder == "json":
+        _check_json_text(path)
     import datasets
 
     options: dict[str, Any] = {}
@@ -84,7 +136,8 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
     bars_were_on = not datasets.are_progress_bars_disabled()
     datasets.disable_progress_bars()  # a small local file needs no "Generating train split" bar
     try:
-        ds = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
+        with _quiet_datasets():
+            ds = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
     except Exception as e:
         raise ConfigError(f"--data-files {path}: cannot read it as {builder}: {_one_line(e)}") from e
     finally:

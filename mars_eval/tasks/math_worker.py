@@ -30,12 +30,18 @@ def latex_for_parse(answer: str) -> str:
 
 
 def math_equivalent(gold: str, answer: str) -> bool:
-    """`verify(parse(gold), parse(answer))`, gold first; a gold that does not parse raises."""
+    """`verify(parse(gold), parse(answer))`, gold first; a gold that does not parse raises.
+
+    math-verify gives back only the input string when it cannot read an expression
+    (`\\frac{1}{`, `???`); comparing strings would then score every answer to that problem
+    wrong, so a gold without any parsed expression is the scorer's failure (ScorerError in the
+    parent), never a wrong answer. All 500 MATH-500 golds parse.
+    """
     from math_verify import parse, verify
 
     gold_parsed = parse(latex_for_parse(gold), parsing_timeout=None, raise_on_error=True)
-    if not gold_parsed:
-        raise ValueError(f"gold answer {gold!r} did not parse")
+    if not any(not isinstance(g, str) for g in gold_parsed):
+        raise ValueError(f"math-verify cannot parse the gold answer {gold!r}")
     answer_parsed = parse(latex_for_parse(answer), parsing_timeout=None)
     return bool(verify(gold_parsed, answer_parsed, timeout_seconds=None))
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from mars_eval.models.base import ChatResponse, Message, SamplingParams
 
 LEGAL = re.compile(r"^(?:Legal actions|Options): (.*?)(?:\. Reply.*)?$", re.MULTILINE)
+REFERENCE_LEGAL = re.compile(r"^LEGAL ACTIONS:\n(.*)\.$", re.MULTILINE)
 
 
 def legal_in(prompt: str) -> list[str]:
-    """The legal actions listed in the last observation of a prompt."""
-    found = LEGAL.findall(prompt)
+    """The legal actions listed in the last observation of a prompt (any prompt style)."""
+    found = REFERENCE_LEGAL.findall(prompt) or LEGAL.findall(prompt)
     return [a.strip() for a in found[-1].split(", ")] if found else []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +62,10 @@ def test_llm_plays_every_game_seat_and_opponent(tmp_path):
     }
     for r in rows.values():
         assert r["episodes"] == 3 and r["invalid_rate"] == 0.0
+        if r["cooperative"]:  # Hanabi has no winner: score statistics instead
+            assert r["win_rate"] is r["draw_rate"] is r["loss_rate"] is None
+            assert r["score_min"] <= r["mean_return"] <= r["score_max"]
+            continue
         assert r["win_rate"] + r["draw_rate"] + r["loss_rate"] == pytest.approx(1.0)
         assert r["normalized_return"] == pytest.approx(make_game(r["game"]).normalize(r["mean_return"]))
     # Always taking the first free cell loses to MCTS: the runner reports real games.
@@ -74,14 +79,15 @@ def test_llm_plays_every_game_seat_and_opponent(tmp_path):
 
 
 def test_invalid_answers_lose_and_are_counted(tmp_path):
-    """Answers with a J are unparseable; those episodes are forfeited at the minimum payoff."""
+    """Answers with a J are unparseable; those episodes are forfeited as in the reference: the
+    offender loses its chips in the pot (1 here, never the -2 minimum payoff)."""
 
     def reply(call: FakeCall) -> str:
         if "Your card: J" in call.last:
             return "I fold... <answer>resign</answer>"
         return first_legal(call)
 
-    summary = run(config(tmp_path, episodes=30), FakeClient(reply))
+    summary = run(config(tmp_path, episodes=30, prompt_style="full"), FakeClient(reply))
     records = [json.loads(line) for line in open(f"{summary['run_dir']}/samples.jsonl")]
     for rec in records:
         seat = 0 if rec["seat"] == "first" else 1
@@ -90,7 +96,8 @@ def test_invalid_answers_lose_and_are_counted(tmp_path):
         )
         assert rec["invalid"] == dealt_j
         if dealt_j:
-            assert rec["agent_return"] == -2.0 and rec["invalid_player"] == seat
+            assert rec["agent_return"] == -1.0 and rec["invalid_player"] == seat
+            assert rec["returns"][1 - seat] == 1.0
             assert "answer" in rec["invalid_reason"]
     for row in summary["results"]:
         expected = sum(r["invalid"] for r in records if r["seat"] == row["seat"]) / 30
@@ -102,7 +109,8 @@ def test_invalid_in_cooperative_hanabi_scores_zero(tmp_path):
     summary = run(config(tmp_path, games="mini_hanabi", episodes=3), FakeClient(lambda c: "no tags"))
     (row,) = summary["results"]
     assert row["seat"] == "both" and row["invalid_rate"] == 1.0
-    assert row["mean_return"] == 0.0 and row["loss_rate"] == 1.0 and row["normalized_return"] == 0.0
+    assert row["mean_return"] == 0.0 and row["zero_rate"] == 1.0 and row["normalized_return"] == 0.0
+    assert row["loss_rate"] is None
 
 
 def test_truncated_reply_is_invalid(tmp_path):
@@ -115,7 +123,7 @@ def test_truncated_reply_is_invalid(tmp_path):
 
 def test_full_style_is_multi_turn_and_thinking_is_never_fed_back(tmp_path):
     client = FakeClient(thinking="SECRET-THOUGHT")
-    run(config(tmp_path, games="tic_tac_toe", opponents="random", episodes=2), client)
+    run(config(tmp_path, games="tic_tac_toe", opponents="random", episodes=2, prompt_style="full"), client)
     assert not any("SECRET-THOUGHT" in m["content"] for c in client.calls for m in c.messages)
     later = [c for c in client.calls if len(c.messages) > 2]
     assert later, "no player moved twice"
@@ -143,7 +151,7 @@ def test_checkpoint_settings_pick_style_and_sampling(tmp_path):
     assert cfg.prompt_style == "compact" and cfg.params.temperature == 0.3 and cfg.params.max_tokens == 64
     cfg = config(tmp_path, model=str(ckpt), prompt_style="full", temperature=0.9, max_tokens=100)
     assert cfg.prompt_style == "full" and cfg.params.temperature == 0.9 and cfg.params.max_tokens == 100
-    assert config(tmp_path).params.max_tokens == 4096 and config(tmp_path).prompt_style == "full"
+    assert config(tmp_path).params.max_tokens == 4096 and config(tmp_path).prompt_style == "reference"
 
 
 @pytest.mark.parametrize(
@@ -194,7 +202,9 @@ def test_model_errors_are_kept_apart_and_resumed(tmp_path):
     def flaky(call: FakeCall):
         calls["n"] += 1
         return (
-            ModelAccessError("HTTP 500 after retries") if "Your card: Q" in call.last else first_legal(call)
+            ModelAccessError("HTTP 500 after retries")
+            if "your card is Queen (Q)" in call.last
+            else first_legal(call)
         )
 
     cfg = config(tmp_path, episodes=10)
@@ -244,3 +254,54 @@ def test_builtin_search_runs_off_the_event_loop():
         return ticks
 
     assert asyncio.run(main()) >= 10
+
+
+def test_without_model_the_embedded_checkpoint_brings_its_settings(tmp_path):
+    from mars_eval.models import EMBEDDED_MODEL
+
+    default = config(tmp_path, model=None)
+    explicit = config(tmp_path, model="results/tiny")
+    assert Path(default.model).resolve() == EMBEDDED_MODEL.resolve()
+    saved = json.loads((EMBEDDED_MODEL / "mars_eval.json").read_text())
+    assert default.prompt_style == explicit.prompt_style == saved["prompt_style"]
+    assert default.params == explicit.params and default.params.max_tokens == saved["max_tokens"]
+    # An endpoint without --model serves its own model: no checkpoint settings, the reference style.
+    served = config(tmp_path, model=None, base_url=["http://127.0.0.1:9/v1"])
+    assert served.model is None and served.prompt_style == "reference"
+
+
+def test_reference_style_is_the_default_chat(tmp_path):
+    client = FakeClient(thinking="SECRET-THOUGHT")
+    summary = run(config(tmp_path, games="tic_tac_toe", opponents="random", episodes=2), client)
+    assert summary["prompt_style"] == "reference"
+    assert all(r["invalid_rate"] == 0.0 for r in summary["results"])
+    assert not any("SECRET-THOUGHT" in m["content"] for c in client.calls for m in c.messages)
+    for c in client.calls:
+        assert c.messages[0]["content"].startswith("You are an AI agent that makes optimal decisions to win")
+        assert c.messages[1]["content"].startswith("GAME RULES:\n")
+        assert [m["role"] for m in c.messages[2::2]] == ["assistant"] * len(c.messages[2::2])
+        assert "This is your turn." in c.messages[-1]["content"]
+        assert c.messages[-1]["content"].rstrip().endswith(">.")  # LEGAL ACTIONS: <X(0,0)>, ...
+    later = [c for c in client.calls if len(c.messages) > 2]
+    assert later and all(m["content"].startswith("I will pick") for c in later for m in c.messages[2::2])
+
+
+def test_lenient_answers_are_invalid_under_the_reference_rule(tmp_path):
+    """'<answer>x(1,1)</answer>' is fine in our styles; the reference wants '<X(1,1)>' exactly."""
+
+    def lower(call: FakeCall) -> str:
+        return f"<answer>{legal_in(call.last)[0].strip('<>').lower()}</answer>"
+
+    ref = run(config(tmp_path / "r", games="tic_tac_toe", opponents="random", episodes=2), FakeClient(lower))
+    assert all(r["invalid_rate"] == 1.0 for r in ref["results"])
+
+
+def test_normalization_is_documented_beside_raw_figures(tmp_path):
+    summary = run(config(tmp_path, episodes=2), FakeClient())
+    assert "unpublished and is not min-max" in summary["normalization"]
+    for r in summary["results"]:
+        assert {"mean_return", "win_rate", "normalized_return"} <= set(r)
+    # The claim in the note: min-max maps every legal Kuhn second-mover strategy against the
+    # equilibrium (mean return -0.389 .. +0.056) to 40.3 .. 51.4, so the paper's 3.9 is not min-max.
+    kuhn = make_game("kuhn_poker")
+    assert round(kuhn.normalize(-7 / 18), 1) == 40.3 and round(kuhn.normalize(1 / 18), 1) == 51.4

@@ -163,7 +163,8 @@ def test_hanabi_successful_play_scores_for_both():
 
 
 @pytest.mark.parametrize("name", ALL_GAMES)
-def test_forfeit_gives_min_to_offender_and_max_to_other(name):
+def test_forfeit_follows_the_reference_environments(name):
+    """Board games -1/+1; poker: the offender loses its chips in the pot; Hanabi keeps the score."""
     game = make_game(name)
     ep = game.new_episode(5)
     ep.apply(ep.legal_actions()[0])
@@ -172,7 +173,11 @@ def test_forfeit_gives_min_to_offender_and_max_to_other(name):
     assert ep.is_terminal and ep.legal_actions() == []
     r = ep.returns()
     if game.cooperative:
-        assert r == [game.min_return, game.min_return]
+        assert r[0] == r[1] == float(ep.state.returns()[0])
+    elif name == "kuhn_poker":  # only the ante is in: the minimum payoff would be -2
+        assert r[offender] == -1.0 and r[1 - offender] == 1.0
+    elif name == "leduc_poker":
+        assert r[offender] == -1.0 and r[1 - offender] == 1.0
     else:
         assert r[offender] == game.min_return and r[1 - offender] == game.max_return
 

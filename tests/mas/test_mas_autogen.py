@@ -1,4 +1,7 @@
-"""The AutoGen two-agent chat, on the real autogen-agentchat library, over a scripted model."""
+"""The AutoGen two-agent chats, on the real autogen-agentchat library, over a scripted model.
+
+Most tests here cover the `solver-reviewer` style; MASLab's (the default) is in
+test_mas_autogen_maslab.py."""
 
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ from mars_eval.mas.autogen_chat import AgentModelClient, AutoGenChat, ChatTextMe
 from mars_eval.models.base import ConfigError, ModelAccessError
 
 AGENTS = ("assistant", "reviewer")
+REVIEW = "solver-reviewer"
 
 
 def solve(policy, rounds=3, system=None, sample_key="p1#0"):
     client = ScriptedClient(policy, AGENTS, sample_keys=[sample_key])
     ctx = make_ctx(client, sample_key=sample_key)
-    result = asyncio.run((system or AutoGenChat(rounds)).solve(PROBLEM, FakeMathTask(), ctx))
+    result = asyncio.run((system or AutoGenChat(rounds, style=REVIEW)).solve(PROBLEM, FakeMathTask(), ctx))
     return result, client, ctx
 
 
@@ -126,7 +130,7 @@ def test_tokens_are_counted_and_transcribed():
 
 
 def test_fresh_team_per_sample_and_samples_side_by_side():
-    system = AutoGenChat(3)
+    system = AutoGenChat(3, style=REVIEW)
     keys = [f"p1#{k}" for k in range(4)]
     client = ScriptedClient(chatty, AGENTS, sample_keys=keys, latency=0.05)
     ctxs = [make_ctx(client, sample_key=k) for k in keys]
@@ -187,6 +191,10 @@ def test_adapter_client_contract():
 def test_options():
     assert make_system("autogen").rounds == 3
     assert make_system("autogen", rounds=5).rounds == 5
+    assert make_system("autogen").style == "maslab"
+    assert make_system("autogen", autogen_style=REVIEW).style == REVIEW
+    with pytest.raises(ConfigError, match="autogen style"):
+        AutoGenChat(style="group")
     with pytest.raises(ConfigError):
         AutoGenChat(rounds=0)
     unbound = AutoGenChat(client="openai")  # the runner binds its endpoint pool later

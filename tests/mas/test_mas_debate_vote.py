@@ -35,7 +35,7 @@ def scripted_answers(table: dict[str, list[str]]):
 
 def test_du_protocol_flow():
     table = {"agent0": ["70", "73", "73"], "agent1": ["73", "73", "73"], "agent2": ["71", "71", "72"]}
-    result, client, ctx = solve(DuDebate(agents=3, rounds=2), scripted_answers(table), AGENTS, latency=0.05)
+    result, client, ctx = solve(DuDebate(agents=3, rounds=3), scripted_answers(table), AGENTS, latency=0.05)
     assert len(client.calls) == 9 and ctx.calls == 9
     rounds = [client.calls[i : i + 3] for i in (0, 3, 6)]
     for n, calls in enumerate(rounds):
@@ -54,7 +54,7 @@ def test_du_protocol_flow():
         assert "SECRET" not in call.text()
     assert result.answer == "73"
     assert result.details["answers_by_round"] == [["70", "73", "71"], ["73", "73", "71"], ["73", "73", "72"]]
-    assert result.how == "majority of 3 agents after 2 rounds (2/3)"
+    assert result.how == "majority of 3 agents after 3 answer rounds (2/3)"
     assert ctx.prompt_tokens == client.prompt_tokens > 0
 
 
@@ -65,15 +65,37 @@ def test_du_tie_goes_to_the_lowest_numbered_agent():
         a = table[call.agent][call.n]
         return a if a.startswith("no") else f"\\boxed{{{a}}}"
 
-    result, _, _ = solve(DuDebate(agents=3, rounds=1), policy, AGENTS)
+    result, _, _ = solve(DuDebate(agents=3, rounds=2), policy, AGENTS)
     assert result.details["answers_by_round"][-1] == ["9", "4", None]
     assert result.answer == "9"
 
 
-def test_du_no_answers_and_zero_rounds():
-    result, client, _ = solve(DuDebate(agents=2, rounds=0), lambda call: "I do not know", AGENTS)
+def test_du_no_answers_and_one_round():
+    result, client, _ = solve(DuDebate(agents=2, rounds=1), lambda call: "I do not know", AGENTS)
     assert len(client.calls) == 2
     assert result.answer is None and result.how == "no agent gave an answer"
+
+
+def test_du_defaults_are_the_reference_3_agents_2_answer_rounds():
+    """Du et al. (and MASLab's llm_debate): 3 agents answer, then revise once: 6 calls."""
+    table = {f"agent{i}": ["1", "2"] for i in range(3)}
+    system = make_system("debate")
+    assert (system.agents, system.rounds) == (3, 2)
+    result, client, _ = solve(system, scripted_answers(table), AGENTS)
+    assert len(client.calls) == 6
+    assert sorted(c.n for c in client.calls) == [0, 0, 0, 1, 1, 1]
+    revision = next(c for c in client.calls if c.agent == "agent0" and c.n == 1)
+    # The revision shows the others' answers and the problem again.
+    assert "agent1 round 0" in revision.last_user and PROBLEM.prompt in revision.last_user
+    assert result.answer == "2" and result.details["answers_by_round"] == [["1"] * 3, ["2"] * 3]
+    with pytest.raises(ConfigError, match="answer rounds"):
+        DuDebate(rounds=0)
+
+
+def test_du_single_agent_checks_its_own_answer():
+    result, client, _ = solve(DuDebate(agents=1, rounds=2), scripted_answers({"agent0": ["1", "2"]}), AGENTS)
+    assert len(client.calls) == 2 and "Check that your answer" in client.calls[1].last_user
+    assert result.answer == "2"
 
 
 def test_vote_counts_and_concurrency():

@@ -24,14 +24,16 @@ N_PROBLEMS = 4
 def role_of(req: ScriptedRequest) -> str:
     system = next((m["content"] for m in req.messages if m["role"] == "system"), "")
     for prefix, role in (
-        ("You take part in a debate", "debater"),
-        ("You moderate", "moderator"),
-        ("You judge", "judge"),
-        ("You solve problems", "assistant"),
+        ("You are a debater", "debater"),
+        ("You are a moderator", "moderator"),
+        ("You are a helpful AI assistant", "assistant"),  # autogen, MASLab style
+        ("You solve problems", "assistant"),  # autogen, solver-reviewer style
         ("You review", "reviewer"),
     ):
         if system.startswith(prefix):
             return role
+    if req.messages[0]["role"] == "assistant":
+        return "user_proxy"  # MASLab's proxy: no system prompt, the task as its own turn
     return "single"
 
 
@@ -125,7 +127,7 @@ def test_autogen_openai_client_against_the_scripted_server(scripted_server):
         assert "SECRET" not in entry.prompt
     ctx = ctxs[0]
     said = [t for t in ctx.transcript if "event" not in t]
-    assert [t["agent"] for t in said] == ["assistant", "reviewer", "assistant"]
+    assert [t["agent"] for t in said] == ["assistant", "user_proxy", "assistant"]
     assert all(t["thinking"].startswith("SECRET") and "SECRET" not in t["content"] for t in said)
     assert ctx.prompt_tokens > 0 and ctx.completion_tokens > 0
     body = srv.app.log[0]

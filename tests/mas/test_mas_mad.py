@@ -38,10 +38,10 @@ def debater_policy(moderator: list[str], judge: list[str] | None = None, aff: st
     return policy
 
 
-def run(policy, rounds: int = 3, task=None):
+def run(policy, rounds: int = 3, task=None, judge_sees: str = "first-round"):
     client = ScriptedClient(policy, AGENTS)
     ctx = make_ctx(client)
-    result = asyncio.run(MADDebate(rounds).solve(PROBLEM, task or FakeMathTask(), ctx))
+    result = asyncio.run(MADDebate(rounds, judge_sees).solve(PROBLEM, task or FakeMathTask(), ctx))
     return result, client, ctx
 
 
@@ -62,8 +62,8 @@ def test_prompts_follow_the_protocol():
     assert client.agents_in_order() == ["affirmative", "negative", "moderator"] * 2
     aff1, neg1, mod1, aff2, neg2, mod2 = client.calls
     assert "What is 40 + 33?" in aff1.last_user and "\\boxed{}" in aff1.last_user
-    # The negative side sees the affirmative's answer and is told to disagree.
-    assert "I say \\boxed{73} (round 1)" in neg1.last_user and "disagree" in neg1.last_user
+    # The negative side sees the affirmative's answer and is told it does not agree.
+    assert "I say \\boxed{73} (round 1)" in neg1.last_user and "not agree" in neg1.last_user
     # Round 2: each side answers the other's latest argument, keeping its own history.
     assert "No, it is \\boxed{72} (round 1)" in aff2.last_user
     assert "I say \\boxed{73} (round 2)" in neg2.last_user
@@ -71,7 +71,8 @@ def test_prompts_follow_the_protocol():
     # The moderator sees both arguments of its round and its own earlier verdict.
     assert "I say \\boxed{73} (round 1)" in mod1.last_user
     assert "No, it is \\boxed{72} (round 1)" in mod1.last_user
-    assert "Round 2" in mod2.last_user and NO_VERDICT in mod2.text()
+    assert "second round" in mod2.last_user and NO_VERDICT in mod2.text()
+    assert "first round" in mod1.last_user and '"debate_answer"' in mod1.last_user
     assert result.answer == "72" and result.how == "moderator verdict, round 2"
 
 
@@ -91,8 +92,12 @@ def test_judge_lists_candidates_then_picks():
     result, client, ctx = run(debater_policy([NO_VERDICT] * 3, judge))
     assert client.agents_in_order() == ["affirmative", "negative", "moderator"] * 3 + ["judge", "judge"]
     cand, pick = client.calls[-2:]
-    assert "I say \\boxed{73} (round 3)" in cand.last_user
-    assert "No, it is \\boxed{72} (round 3)" in cand.last_user
+    # As in both references, the judge is shown the first round's arguments (memory_lst[2]).
+    assert "I say \\boxed{73} (round 1)" in cand.last_user
+    assert "No, it is \\boxed{72} (round 1)" in cand.last_user
+    assert "round 3" not in cand.text()
+    assert cand.system.startswith("You are a moderator")  # the references' judge meta prompt
+    assert "What is 40 + 33?" in pick.last_user  # the topic again before the pick
     assert "Candidates:\n73\n72" in pick.text()  # the pick sees its own candidate list
     assert result.answer == "73" and result.how == "judge verdict"
     assert result.details == {
@@ -207,3 +212,82 @@ def test_registry_and_bad_rounds():
     assert make_system("mad", rounds=2).rounds == 2
     with pytest.raises(ConfigError):
         MADDebate(rounds=0)
+
+
+def test_judge_option_shows_the_last_round():
+    judge = ["73\n72", '{"Reason": "r", "debate_answer": "72"}']
+    result, client, _ = run(debater_policy([NO_VERDICT] * 3, judge), judge_sees="last-round")
+    cand = client.calls[-2]
+    assert "(round 3)" in cand.last_user and "(round 1)" not in cand.last_user
+    assert result.answer == "72"
+    assert make_system("mad", mad_judge="last-round").judge_sees == "last-round"
+    assert make_system("mad").judge_sees == "first-round"
+    with pytest.raises(ConfigError, match="mad-judge"):
+        MADDebate(judge_sees="everything")
+
+
+@pytest.mark.parametrize(
+    ("raw", "answer", "side"),
+    [
+        ("Affirmative", "73", "affirmative"),
+        ("the negative side", "72", "negative"),
+        ("Negative side's answer", "72", "negative"),
+        ("The affirmative side is correct.", "73", "affirmative"),
+    ],
+)
+def test_moderator_naming_a_side_means_that_sides_latest_answer(raw, answer, side):
+    result, client, _ = run(debater_policy([NO_VERDICT, verdict(raw, side)]))
+    assert len(client.calls) == 6
+    assert result.answer == answer  # round 2's answer of that side, never the word itself
+    assert result.how == f"moderator verdict, round 2 (named the {side} side)"
+    assert result.details["verdicts"][1]["via"] == side
+
+
+def test_judge_naming_a_side_means_the_argument_it_was_shown():
+    def policy(call: Call) -> str:
+        if call.agent in ("affirmative", "negative"):
+            return f"\\boxed{{{call.agent[:3]}{call.n}}}"
+        if call.agent == "moderator":
+            return NO_VERDICT
+        return "x" if call.n == 0 else '{"Reason": "r", "debate_answer": "Negative"}'
+
+    result, _, _ = run(policy, rounds=2)
+    assert result.answer == "neg0" and result.how == "judge verdict (named the negative side)"
+    result, _, _ = run(policy, rounds=2, judge_sees="last-round")
+    assert result.answer == "neg1"
+
+
+@pytest.mark.parametrize(
+    "placeholder", ["Continue", "No clear answer yet", "N/A", "The debate continues", "continue debating"]
+)
+def test_no_answer_words_do_not_stop_the_debate(placeholder):
+    """A math task's extractor would take these as answers: they must not end the debate."""
+    result, client, _ = run(debater_policy([verdict(placeholder, ""), verdict("73")]))
+    assert len(client.calls) == 6
+    assert result.answer == "73" and result.how == "moderator verdict, round 2"
+
+
+def test_reference_verdict_keys_are_read():
+    body = json.dumps(
+        {
+            "Whether there is a preference": "Yes",
+            "Supported Side": "Negative",
+            "Reason": "r",
+            "debate_answer": "72",
+        }
+    )
+    result, client, _ = run(debater_policy([body]))
+    assert len(client.calls) == 3 and result.answer == "72"
+    assert result.details["verdicts"][0]["verdict"]["side"] == "negative"
+
+
+def test_no_prompt_asks_a_debater_to_hold_its_position():
+    """The references' debaters are asked whether they agree, never to keep their answer."""
+    _, client, _ = run(debater_policy([NO_VERDICT] * 3, ["x", verdict("73")]))
+    for call in client.calls:
+        if call.agent in ("affirmative", "negative"):
+            text = call.text().lower()
+            for nudge in ("only for good reasons", "keep or change", "argue for what you believe"):
+                assert nudge not in text
+    rebuttal = next(c for c in client.calls if c.agent == "affirmative" and c.n == 1)
+    assert "No, it is \\boxed{72} (round 1)" in rebuttal.last_user and "agree" in rebuttal.last_user

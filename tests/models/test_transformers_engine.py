@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from mars_eval.models.base import ConfigError, SamplingParams
+from mars_eval.models.base import ConfigError, ContextOverflowError, SamplingParams
 from mars_eval.models.tiny import build_tiny_model
 from mars_eval.models.transformers_engine import TransformersEngine
 
@@ -54,3 +54,70 @@ def test_missing_model_is_a_config_error(tmp_path):
     engine = TransformersEngine(str(tmp_path / "nope"))
     with pytest.raises(ConfigError, match="cannot load model"):
         asyncio.run(engine.check())
+
+
+@pytest.fixture(scope="module")
+def short_model(tmp_path_factory):
+    """A tiny model with 64 positions, so a conversation can outgrow it."""
+    return str(build_tiny_model(tmp_path_factory.mktemp("short"), max_position=64))
+
+
+def _prompt_len(engine: TransformersEngine, text: str, params: SamplingParams) -> int:
+    rendered = engine.render([{"role": "user", "content": text}], params)
+    return len(engine._tok(rendered, add_special_tokens=False)["input_ids"])
+
+
+def test_a_prompt_longer_than_the_context_is_an_overflow_not_cut(short_model):
+    """Before: the prompt was silently cut and the reply was one token. Now: ContextOverflowError."""
+    engine = TransformersEngine(short_model)
+    params = SamplingParams(max_tokens=8, thinking=False, seed=1, temperature=0.0)
+
+    async def go():
+        try:
+            return await engine.chat([{"role": "user", "content": "hello " * 200}], params)
+        finally:
+            await engine.aclose()
+
+    with pytest.raises(ContextOverflowError) as info:
+        asyncio.run(go())
+    assert info.value.max_model_len == 64 and info.value.prompt_tokens > 64
+
+
+def test_max_tokens_is_lowered_to_what_is_left_per_request(short_model):
+    """A prompt that fits gets max_tokens = positions - its length; a short batch mate keeps its own."""
+    engine = TransformersEngine(short_model, batch_window_s=0.05)
+    params = SamplingParams(max_tokens=100, thinking=False, seed=1, temperature=0.0)
+    long_text, short_text = "one two three " * 12, "hi"
+
+    async def go():
+        engine._load()
+        long_len = _prompt_len(engine, long_text, params)
+        short_len = _prompt_len(engine, short_text, params)
+        out = await asyncio.gather(
+            engine.chat([{"role": "user", "content": long_text}], params),
+            engine.chat([{"role": "user", "content": short_text}], params),
+        )
+        await engine.aclose()
+        return long_len, short_len, out
+
+    long_len, short_len, (long_r, short_r) = asyncio.run(go())
+    assert 0 < 64 - long_len < 100
+    assert long_r.extra["max_tokens_lowered_to"] == 64 - long_len
+    assert long_r.completion_tokens <= 64 - long_len
+    assert short_r.extra["max_tokens_lowered_to"] == 64 - short_len  # not cut to the long row's room
+
+
+def test_a_reply_cut_off_while_thinking_has_no_answer(tiny_model):
+    """Thinking on, the reply stops at max_tokens with no closing tag: all of it is thinking."""
+    engine = TransformersEngine(tiny_model)
+    params = SamplingParams(max_tokens=3, thinking=True, seed=1, temperature=0.0)
+
+    async def go():
+        try:
+            return await engine.chat([{"role": "user", "content": "What is 2 + 2?"}], params)
+        finally:
+            await engine.aclose()
+
+    resp = asyncio.run(go())
+    assert resp.finish_reason == "length"  # a random model does not stop within 3 tokens
+    assert resp.content == "" and resp.thinking

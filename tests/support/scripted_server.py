@@ -39,6 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.support.context_limits import ContextLimit
 from tests.support.scripted_policy import (
     FAULT_KINDS,
     AnswerPolicy,
@@ -61,7 +62,7 @@ class LogEntry:
     model: str
     start: float  # wall clock (time.time()): comparable with other processes on this machine
     end: float | None = None
-    outcome: str = "in_flight"  # ok | 500 | 503 | 429 | drop | hang | 404 | 400 | cancelled
+    outcome: str = "in_flight"  # ok | 500 | 503 | 429 | drop | hang | 404 | 400 | overflow | cancelled
 
 
 def count_tokens(text: str) -> int:
@@ -79,11 +80,13 @@ class ScriptedApp:
         model: str = "scripted-model",
         latency: Latency = 0.0,
         faults: FaultPlan | None = None,
+        context: ContextLimit | None = None,
     ) -> None:
         self.policy: Policy = policy or AnswerPolicy()
         self.model = model
         self.latency = latency
         self.faults = faults or FaultPlan()
+        self.context = context  # a context length: refusals as vLLM/SGLang word them
         self.log: list[LogEntry] = []
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -97,6 +100,7 @@ class ScriptedApp:
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/admin/stats", self.admin_stats)
         app.router.add_get("/admin/log", self.admin_log)
         app.router.add_post("/admin/reset", self.admin_reset)
@@ -141,7 +145,17 @@ class ScriptedApp:
 
     async def models(self, request: web.Request) -> web.Response:
         card = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
+        if self.context is not None:
+            card["max_model_len"] = self.context.max_model_len
         return web.json_response({"object": "list", "data": [card]})
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """vLLM's POST /tokenize for chat messages: the prompt's token count and the context length."""
+        if self.context is None or not self.context.tokenize:
+            return _error(404, "Not Found", "NotFoundError")
+        body = await request.json()
+        count = _prompt_tokens(body.get("messages") or [])
+        return web.json_response({"count": count, "max_model_len": self.context.max_model_len, "tokens": []})
 
     async def admin_stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats())
@@ -191,6 +205,12 @@ class ScriptedApp:
         delay = self.latency(req) if callable(self.latency) else self.latency
         if delay > 0:
             await asyncio.sleep(delay)
+        if self.context is not None:
+            asked = req.body.get("max_completion_tokens") or req.body.get("max_tokens")
+            refusal = self.context.refusal(_prompt_tokens(req.messages), asked)
+            if refusal is not None:
+                entry.outcome = "overflow"
+                return _error(400, refusal)
         fault = self.faults.decide(req, self._faulted[req.body_key])
         if fault is not None:
             self._faulted[req.body_key] += 1
@@ -260,8 +280,12 @@ class ScriptedApp:
         return resp
 
 
+def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(count_tokens(str(m.get("content") or "")) + 4 for m in messages)
+
+
 def _usage(req: ScriptedRequest, reply: Reply) -> dict[str, int]:
-    prompt = sum(count_tokens(str(m.get("content") or "")) + 4 for m in req.messages)
+    prompt = _prompt_tokens(req.messages)
     completion = count_tokens((reply.reasoning_content or "") + " " + (reply.reasoning or "") + " ")
     completion += count_tokens(reply.content or "")
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
@@ -297,8 +321,9 @@ class ScriptedServer:
         faults: FaultPlan | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        context: ContextLimit | None = None,
     ) -> None:
-        self.app = ScriptedApp(policy, model=model, latency=latency, faults=faults)
+        self.app = ScriptedApp(policy, model=model, latency=latency, faults=faults, context=context)
         self.host = host
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -159,13 +159,43 @@ def test_check_failure_and_worker_crash_are_scorer_errors(checks_importable) -> 
         scorer.close()
 
 
-def test_unparseable_gold_is_a_scorer_error() -> None:
+@pytest.mark.parametrize("gold", ["", "\\frac{1}{", "???", "x \\in"])
+def test_unparseable_gold_is_a_scorer_error(gold: str) -> None:
+    """math-verify returns only the raw string for these: before, every answer was "wrong"."""
     scorer = MathScorer()
     try:
-        with pytest.raises(ScorerError, match="did not parse"):
-            scorer.equivalent("", "5")
+        with pytest.raises(ScorerError, match="cannot parse the gold"):
+            scorer.equivalent(gold, "5")
+        assert scorer.equivalent("\\frac{1}{2}", "0.5")  # a gold that parses still scores
     finally:
         scorer.close()
+
+
+def test_unparseable_gold_makes_the_sample_an_error_not_wrong(tmp_path: Path) -> None:
+    """Through the runner: the sample is an error (rerun), never scored wrong."""
+    from mars_eval.models.base import ChatResponse, SamplingParams
+    from mars_eval.runner import EvalConfig, run_eval
+
+    data = tmp_path / "bad_gold.jsonl"
+    data.write_text(
+        '{"id": 1, "problem": "P1", "answer": "\\\\frac{1}{"}\n{"id": 2, "problem": "P2", "answer": "7"}\n'
+    )
+
+    class Seven:
+        model = "seven"
+
+        async def chat(self, messages, params):
+            return ChatResponse(content="\\boxed{7}")
+
+        async def check(self): ...
+        async def aclose(self): ...
+
+    cfg = EvalConfig(
+        task="aime24", data_files=str(data), output=str(tmp_path / "runs"), params=SamplingParams()
+    )
+    summary = asyncio.run(run_eval(cfg, client=Seven(), progress=False))
+    assert summary["errors"] == 1 and summary["error_kinds"] == {"scorer": 1}
+    assert summary["accuracy"] == 1.0 and summary["samples_scored"] == 1
 
 
 def test_bad_check_is_reported() -> None:

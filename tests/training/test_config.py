@@ -1,11 +1,13 @@
 """Bad configurations fail before any work, with one clear line (exit status 2 from the CLI)."""
 
+import json
+
 import pytest
 
 from mars_eval.models.base import ConfigError
 from training.cli import main
-from training.config import PRESETS, build_config, parse_overrides, validate
-from training.trainer import Trainer
+from training.config import PRESETS, build_config, derived, parse_overrides, validate
+from training.trainer import Trainer, lr_factor
 
 
 def _preflight(tmp_path, **overrides):
@@ -92,3 +94,81 @@ def test_cli_config_file(tmp_path, capsys):
     f.write_text('{"rollout_batch": 1}')
     assert main(["--preset", "micro", "--output", str(tmp_path / "r"), "--config", str(f)]) == 2
     assert "rollout_batch" in capsys.readouterr().err
+
+
+def test_reference_preset_update_budget_and_loss_settings():
+    cfg = build_config("qwen3-4b")
+    d = derived(cfg, world_size=8)
+    # 384 trajectories in optimizer steps of 8: 48 per rollout batch, 9,600 in 200 steps
+    assert d["optimizer_steps_per_rollout_batch"] == 48
+    assert d["trajectories_per_optimizer_step"] == 8
+    assert d["total_optimizer_steps"] == 9600
+    assert d["trajectories_per_game_and_rank"] == 16
+    assert (cfg.dual_clip, cfg.loss_agg, cfg.normalization, cfg.kl_clamp) == (
+        1.4,
+        "trajectory",
+        "reference",
+        10.0,
+    )
+    assert (cfg.dtype, cfg.master_dtype, cfg.schedule_unit, cfg.min_lr_ratio) == (
+        "bfloat16",
+        "float32",
+        "optimizer",
+        0.0,
+    )
+    assert (cfg.forfeit, cfg.forfeit_tokens, cfg.recompute_logprobs) == ("reference", 4096, True)
+
+
+def test_schedule_counts_optimizer_steps():
+    cfg = build_config("qwen3-4b")
+    # warmup 10 optimizer steps (a fifth of the first rollout batch), cosine to 0 over 9,600
+    assert lr_factor(0, cfg) == pytest.approx(0.1)
+    assert lr_factor(9, cfg) == pytest.approx(1.0)
+    assert lr_factor(10 + (9600 - 10) // 2, cfg) == pytest.approx(0.5, abs=1e-3)
+    assert lr_factor(9599, cfg) == pytest.approx(0.0, abs=1e-6)
+    tiny = build_config("tiny")  # counts rollout steps, as the preset was tuned
+    assert lr_factor(119, tiny) == pytest.approx(tiny.min_lr_ratio, abs=1e-3)
+
+
+def test_vllm_without_recomputed_logprobs_is_refused():
+    cfg = build_config("qwen3-4b", overrides={"recompute_logprobs": "false"})
+    with pytest.raises(ConfigError, match="recompute_logprobs"):
+        validate(cfg, world_size=8)
+    with pytest.raises(ConfigError, match="vllm_tensor_parallel"):
+        validate(build_config("qwen3-4b", overrides={"vllm_tensor_parallel": "3"}), world_size=8)
+
+
+def test_print_config_json_with_derived_figures(capsys):
+    assert main(["--preset", "qwen3-4b", "--print-config", "--world-size", "8"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["rollout_batch"] == 384 and out["config"]["minibatches"] == 48
+    assert out["derived"]["total_optimizer_steps"] == 9600
+    assert out["derived"]["trajectories_per_game_and_rank"] == 16
+    # bad settings still fail with one line and exit 2
+    assert main(["--preset", "qwen3-4b", "--print-config", "--world-size", "5"]) == 2
+    assert "does not split evenly" in capsys.readouterr().err
+
+
+def test_resume_with_changed_config_is_refused(tmp_path):
+    from training.config import RUN_CONFIG, check_resume_config
+
+    cfg = build_config("micro")
+    (tmp_path / RUN_CONFIG).write_text(json.dumps(cfg.to_dict()))
+    check_resume_config(tmp_path / RUN_CONFIG, cfg)  # same settings: fine
+    changed = build_config("micro", overrides={"lr": "0.5", "steps": "9"})
+    with pytest.raises(ConfigError) as err:
+        check_resume_config(tmp_path / RUN_CONFIG, changed)
+    msg = str(err.value)
+    assert "lr (0.001 -> 0.5)" in msg and "steps (2 -> 9)" in msg and "\n" not in msg
+    with pytest.raises(ConfigError, match="lr"):
+        check_resume_config(tmp_path / RUN_CONFIG, changed, ("steps",))
+    check_resume_config(tmp_path / RUN_CONFIG, build_config("micro", steps=9), ("steps",))
+    with pytest.raises(ConfigError, match="only these may change"):
+        check_resume_config(tmp_path / RUN_CONFIG, changed, ("lr",))
+
+
+def test_help_says_what_steps_shortens(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "lr schedule" in text and "does not shorten" in text

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from training.loss import masked_mean_per_sequence, ppo_loss
+from training.config import build_config
+from training.loss import k3_kl, masked_mean_per_sequence, ppo_loss
 
 
 def _t(*rows):
@@ -29,12 +30,22 @@ def test_clip_positive_advantage():
 
 def test_dual_clip_bounds_negative_advantage():
     old = _t([0.0])
-    new = _t([math.log(10.0)])  # ratio 10, A = -1: plain PPO gives 10, dual clip caps at c = 3
+    new = _t([math.log(10.0)])  # ratio 10, A = -1: plain PPO gives 10, dual clip caps at c
     loss_plain, _ = ppo_loss(new, old, _t([-1.0]), _t([1.0]), dual_clip=0.0)
     loss_dual, stats = ppo_loss(new, old, _t([-1.0]), _t([1.0]), dual_clip=3.0)
     assert float(loss_plain) == pytest.approx(10.0)
     assert float(loss_dual) == pytest.approx(3.0)
     assert stats["dual_clip_frac"] == 1.0
+
+
+def test_default_dual_clip_is_the_references_one_plus_two_clip():
+    # reference: c = 1 + 2 * pg_clip = 1.4 with clip 0.2; ratio 1.3 is inside c, ratio 2 is not
+    cfg_c = build_config(None).dual_clip
+    assert cfg_c == pytest.approx(1 + 2 * build_config(None).clip_eps) == pytest.approx(1.4)
+    inside, s_in = ppo_loss(_t([math.log(1.3)]), _t([0.0]), _t([-1.0]), _t([1.0]), dual_clip=cfg_c)
+    outside, s_out = ppo_loss(_t([math.log(2.0)]), _t([0.0]), _t([-1.0]), _t([1.0]), dual_clip=cfg_c)
+    assert float(inside) == pytest.approx(1.3) and s_in["dual_clip_frac"] == 0.0
+    assert float(outside) == pytest.approx(1.4) and s_out["dual_clip_frac"] == 1.0
 
 
 def test_dual_clip_gradient_is_zero_when_active():
@@ -91,3 +102,58 @@ def test_one_step_lowers_the_loss_on_a_fixed_batch():
     opt.step()
     after, _ = ppo_loss(current(), old, adv, mask)
     assert float(after.detach()) < float(before.detach())
+
+
+def test_masked_position_with_huge_logprob_gap_gives_no_nan():
+    # A padded/prompt position (mask 0) where the policy's log-prob is -200 and the stored
+    # reference/old values are 0: exp(200) overflows to inf; before the fix inf * 0 = NaN in
+    # both the loss and the gradient.
+    logp = torch.tensor([[-1.0, -200.0]], requires_grad=True)
+    old = _t([-1.0, 0.0])
+    ref = _t([-1.2, 0.0])
+    adv = _t([1.0, 0.0])
+    mask = _t([1.0, 0.0])
+    loss, stats = ppo_loss(logp, old, adv, mask, ref_logp=ref, kl_coef=0.2)
+    loss.backward()
+    assert math.isfinite(float(loss)) and math.isfinite(stats["kl"])
+    assert torch.isfinite(logp.grad).all()
+    assert float(logp.grad[0, 1]) == 0.0  # nothing flows into a masked position
+    d = -1.2 + 1.0
+    assert float(loss) == pytest.approx(-1.0 + 0.2 * (math.exp(d) - d - 1.0), rel=1e-5)
+
+
+def test_k3_is_clamped_like_the_reference():
+    # d = ref - logp = 20: exp(20) - 21 is ~4.9e8, the reference clamps k3 to [-10, 10]
+    logp = torch.tensor([[-21.0]], requires_grad=True)
+    kl = k3_kl(logp, _t([-1.0]), _t([1.0]))
+    assert float(kl) == pytest.approx(10.0)
+    kl.sum().backward()
+    assert float(logp.grad) == 0.0  # clamped: no gradient, as in the reference
+    assert float(k3_kl(logp.detach(), _t([-1.0]), _t([1.0]), clamp=0.0)) > 1e8
+
+
+def test_trajectory_aggregation_token_mean_per_trajectory_then_mean():
+    # Two trajectories: T1 = turn a (2 tokens, A=1) + turn b (1 token, A=4); T2 = turn c (1 token, A=-3).
+    # Reference: T1 mean over its 3 tokens = (1 + 1 + 4) / 3 = 2; T2 = -3; mean over 2 trajectories = -0.5
+    # -> loss +0.5 (loss = -objective at ratio 1). Per-turn aggregation would give (1 + 4 - 3) / 3.
+    logp = _t([-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0])
+    adv = _t([1.0, 1.0], [4.0, 0.0], [-3.0, 0.0])
+    mask = _t([1.0, 1.0], [1.0, 0.0], [1.0, 0.0])
+    traj_tokens = torch.tensor([3.0, 3.0, 1.0])
+    loss, _ = ppo_loss(logp, logp.clone(), adv, mask, row_tokens=traj_tokens, num_sequences=2)
+    assert float(loss) == pytest.approx(0.5)
+    # split into micro-batches, the sum of the parts is the same optimizer-batch loss
+    parts = [
+        ppo_loss(
+            logp[i : i + 1],
+            logp[i : i + 1],
+            adv[i : i + 1],
+            mask[i : i + 1],
+            row_tokens=traj_tokens[i : i + 1],
+            num_sequences=2,
+        )[0]
+        for i in range(3)
+    ]
+    assert float(sum(parts)) == pytest.approx(0.5)
+    per_turn, _ = ppo_loss(logp, logp.clone(), adv, mask)
+    assert float(per_turn) == pytest.approx(-(1.0 + 4.0 - 3.0) / 3)

@@ -101,3 +101,23 @@ def test_ablation_switches_run(tmp_path, estimator, norm, opponent):
         },
     )
     assert Trainer(cfg, tmp_path / "r", **QUIET).run() == 0
+
+
+def test_resume_after_warm_start_has_no_duplicate_rows(tmp_path, monkeypatch):
+    cfg = build_config("micro", overrides={"steps": 2, "save_every": 0, "eval_every": 1, "eval_episodes": 1})
+    out = tmp_path / "r"
+    assert Trainer(cfg, out, stop_after=1, **QUIET).run() == 4  # killed after step 1, no step checkpoint
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1]
+    import training.tiny as tiny
+
+    def no_second_warm_start(*_a, **_k):
+        raise AssertionError("the warm start ran again")
+
+    monkeypatch.setattr(tiny, "supervised_warmstart", no_second_warm_start)
+    assert Trainer(cfg, out, resume=True, **QUIET).run() == 0  # from checkpoints/initial
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2]  # the redone step-0 evaluation and step 1 are not duplicated
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))  # the default tracker
+    # a resume with other settings is refused before any work
+    assert main(["--preset", "micro", "--output", str(out), "--resume", "lr=0.5"]) == 2

@@ -1,0 +1,610 @@
+"""The reference environments' interface (thu-nics/MARS roll/agentic/env): prompt text, action
+strings, answer rule and forfeit payoffs, as one function API shared by evaluation and training.
+
+Released MARS checkpoints were trained on exactly this text, so it is the default prompt style
+("reference") for full-size models; the texts are reproduced here because they are the data
+interface a checkpoint was trained on. The code is ours: every turn is rebuilt from the pyspiel
+history of an `Episode`, so nothing here keeps state between calls.
+
+API (all take an `Episode` from mars_eval.games; `player` is a pyspiel seat, 0 or 1):
+
+    prefix(game_name, player) -> {"system": str, "user": str}
+        the system prompt and the first user text (GAME RULES, PLAYER INFORMATION, RESPONSE
+        INSTRUCTIONS) of that seat
+    action_string(episode, player, action_id) -> str       e.g. "<X(0,0)>", "<BET>", "<Play card 0>"
+    legal_action_strings(episode) -> list[str]             the current player's, in pyspiel order
+    turns(episode) -> list[Turn]                           every decision so far, and the current one
+    messages(episode, player, replies) -> list[Message]
+        the chat the reference sends `player` now: [system, user, assistant, user, ...]; `replies`
+        are that player's earlier replies, one per earlier own turn (what goes back as assistant
+        messages: we pass the reply text without thinking, which Qwen3's chat template drops from
+        earlier turns anyway)
+    parse_answer(episode, text) -> str | None              the legal action (our internal name)
+    forfeit_returns(episode, offender) -> list[float]      game payoffs when `offender` answers badly
+    forfeit_rewards(episode, offender) -> list[float]      the training reward of that last step
+    FORFEIT_PENALTY = 10.0                                 the extra loss inside forfeit_rewards
+
+Each turn's user text is "Information of Turn-N:" with either the player's own turn (GAME
+STATE and LEGAL ACTIONS) or the other player's turn: board games show the other player's state,
+legal actions and CHOSEN ACTION ("full"); poker and Hanabi show only the CHOSEN ACTION ("action"),
+as in the reference configs. The first user message is the prefix followed by the turns up to
+the player's first own turn; after each reply, one user message holds the turns since.
+
+Answer rule (the reference's, where an endpoint allows it): the reply must end with
+`<answer>ACTION</answer>`; ACTION (before any "||", stripped) must equal one of the legal action
+strings exactly, case included. The reference pre-fills the reply with "<think>" (or "<answer>"
+when thinking is off); an endpoint cannot, so text before the answer block is allowed.
+
+Forfeits (an invalid, unparseable or cut-off answer ends the game), per the reference:
+- tic-tac-toe, connect four: the offender gets -1, the other player +1;
+- Kuhn, Leduc: the offender loses what it has put in the pot (ante and bets), which the other
+  player wins (so in Kuhn always -1/+1, not the -2/+2 of the payoff range);
+- Hanabi: both players keep the score reached so far (the reference tells the model it will lose
+  all life tokens, but reports the current score).
+Training rewards of that step: the offender gets -(its loss, or the Hanabi score) - 10, the other
+player 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mars_eval.models.base import Message
+
+if TYPE_CHECKING:
+    from mars_eval.games.core import Episode
+
+FORFEIT_PENALTY = 10.0
+BOARD_GAMES = ("tic_tac_toe", "connect_four")
+POKER_GAMES = ("kuhn_poker", "leduc_poker")
+
+# How the other player's turns are shown (the reference configs' include_opponent_turn).
+OPPONENT_TURN = {
+    "tic_tac_toe": "full",
+    "connect_four": "full",
+    "kuhn_poker": "action",
+    "leduc_poker": "action",
+    "mini_hanabi": "action",
+    "simple_hanabi": "action",
+}
+
+_FORMAT = "<answer>{your chosen action}</answer>"
+_INSTRUCTIONS = (
+    "Always choose only one action from the legal actions and output `{fmt}` with no extra text after you "
+    "finish the thinking process. For example, `{example}`. Strictly follow the above format and keep your "
+    "thinking process concise. Responses that do not follow the format will result in {loss}."
+)
+_LOSS = "immediate loss of the game"
+_USER_PREFIX = (
+    "GAME RULES:\n{rules}\n\nPLAYER INFORMATION:\n{information}\n\nRESPONSE INSTRUCTIONS:\n{instructions}\n\n"
+)
+_SYSTEM = "You are an AI agent that makes optimal decisions to {goal} in the game of {title}."
+
+_OWN_TURN = (
+    "Information of Turn-{n}:\n\nThis is your turn. The game state and legal actions for this turn "
+    "are provided "
+    "below. Please choose your action and strictly follow the given output format in the response "
+    "instructions."
+    "\n\nGAME STATE:\n{state}\n\nLEGAL ACTIONS:\n{legal}.\n\n"
+)
+_OTHER_TURN_FULL = (
+    "Information of Turn-{n}:\n\nThis is the other player's turn. The game state, legal actions, "
+    "as well as the "
+    "chosen action of the other player for this turn are provided below.\n\n"
+    "GAME STATE:\n{state}\n\nLEGAL ACTIONS:\n{legal}.\n\n"
+)
+_OTHER_TURN_ACTION = (
+    "Information of Turn-{n}:\n\nThis is the other player's turn. The game state for this turn is "
+    "not available "
+    "to you. The chosen action of the other player for this turn is provided below.\n\n"
+)
+_CHOSEN = "CHOSEN ACTION:\n{action}\n"
+
+
+def _marks(player: int) -> tuple[str, str]:
+    return ("O", "X") if player == 1 else ("X", "O")
+
+
+# --- prompt prefixes ------------------------------------------------------------------------
+def _tic_tac_toe(player: int, params: dict[str, Any]) -> tuple[str, str, str, str]:
+    mark, other = _marks(player)
+    rules = (
+        "1. Tic-tac-toe is a two-player board game played on a three-by-three grid. The grid is 0-indexed, "
+        "where (0,0) is the top-left corner and (2,2) is the bottom-right corner.\n"
+        "2. Two players take turns placing their marks X and O in empty cells of the grid.\n"
+        "3. The player who first places three of their marks in a horizontal, vertical, or "
+        "diagonal line wins.\n"
+        "4. If all cells are filled and no player wins, the game ends in a draw."
+    )
+    information = (
+        f"1. Your mark is {mark}. You are competing with another player controlling the mark {other}.\n"
+        "2. In each of your turns:\n"
+        "   a. The game state demonstrates the current board with a three-line text grid, where "
+        "'X' and 'O' are "
+        "the marks of the two players, and '_' represents empty cells.\n"
+        "   b. You need to chose an action to place your mark in an empty cell, based on the given "
+        "game state and "
+        "the history of your decisions.\n"
+        "   c. All legal actions for the current turn are provided in the format of "
+        f"`<{mark}({{row}},{{column}})>`, "
+        f"where `{mark}` is your mark, and {{row}} and {{column}} are integers indicating the row "
+        "and column of the "
+        "cell to place your mark."
+    )
+    return "tic-tac-toe", rules, information, f"<answer><{mark}(0,0)></answer>"
+
+
+def _connect_four(player: int, params: dict[str, Any]) -> tuple[str, str, str, str]:
+    mark, other = _marks(player)
+    rules = (
+        "1. Connect Four is a two-player board game played on a 6x7 grid. Players take turns dropping their "
+        "pieces into columns.\n"
+        "2. The goal is to connect four of your pieces horizontally, vertically, or diagonally.\n"
+        "3. Pieces fall to the bottom of the column or stack on top of existing pieces.\n"
+        "4. The first player to connect four pieces wins. If the board fills up without a winner, "
+        "it's a draw."
+    )
+    information = (
+        f"1. Your mark is {mark}. You are competing with another player controlling the mark {other}.\n"
+        "2. In each of your turns:\n"
+        "   a. The game state shows the current board as a 6x7 grid.\n"
+        "   b. You need to choose a column (0-6) to drop your piece, where 0 denotes the leftmost column, 6 "
+        "denotes the rightmost column.\n"
+        f"   c. All legal actions are provided as `<{mark}({{column}})>`, where `{mark}` is your mark, and "
+        "{column} is the column number."
+    )
+    return "Connect Four", rules, information, f"<answer><{mark}(3)></answer>"
+
+
+def _kuhn(player: int, params: dict[str, Any]) -> tuple[str, str, str, str]:
+    rules = (
+        "1. Kuhn poker is a two-player card game. The deck includes only three cards: King (K) > Queen (Q) > "
+        "Jack (J).\n"
+        "2. At the start of each game, both player_0 and player_1 place 1 chip into the pot as a "
+        "blind ante.\n"
+        "3. Each player is dealt a private card, and the third card is set aside unseen.\n"
+        "4. The two players take turns acting, starting with player_0. A player can choose to:\n"
+        "    a. <PASS>: place no additional chips into the pot.\n"
+        "    b. <BET>: place 1 additional chip into the pot.\n"
+        "5. If a player chooses to <PASS> after the other player's <BET>, the betting player wins the pot.\n"
+        "6. If both players choose to <PASS> or both players choose to <BET>, the player with the "
+        "higher card "
+        "wins the pot."
+    )
+    information = (
+        f"1. You are player_{player}. You are competing with player_{1 - player}.\n"
+        "2. In each of your turns:\n"
+        "   a. The game state shows your private card and the betting history.\n"
+        "   b. You need to choose an action based on your card and the current game state.\n"
+        "   c. All legal actions for the current turn are provided in the format of `<PASS>` or `<BET>`."
+    )
+    return "Kuhn Poker", rules, information, "<answer><PASS></answer>"
+
+
+def _leduc(player: int, params: dict[str, Any]) -> tuple[str, str, str, str]:
+    rules = (
+        "1. Leduc poker is a two-player card game. The deck includes only six cards: two pairs of King (K), "
+        "Queen (Q), and Jack (J).\n"
+        "2. At the start of each game, both player_0 and player_1 place 1 chip into the pot as a "
+        "blind ante.\n"
+        "3. Each player is dealt one private card from the deck, and the remaining cards are set "
+        "aside unseen.\n"
+        "4. The game has two betting rounds. When the first round ends, one public card from the remaining "
+        "cards of the deck is revealed to both players.\n"
+        "5. The two players take turns acting in the betting rounds, both starting with player_0. "
+        "A player can "
+        "choose to:\n"
+        "    a. <FOLD>: stop betting and the other player wins the pot.\n"
+        "    b. <CALL>: match the current bet. If no bet has been made in the current round, this "
+        "is equivalent "
+        "to checking.\n"
+        "    c. <RAISE>: first match the current bet and then add `n` chips to the bet, where "
+        "`n=2` in the first "
+        "round and `n=4` in the second round. If no bet has been made in the current round, this "
+        "is equivalent "
+        "to betting `n` chips.\n"
+        "6. A maximum of two <RAISE>s are allowed in each round. Each round ends when both players "
+        "have acted "
+        "and their bets are equal.\n"
+        "7. If a player chooses to <FOLD>, the other player wins the pot.\n"
+        "8. If neither player chooses to <FOLD>, the second round ends with a showdown:\n"
+        "    a. If a player has a pair (private card = public card), the player wins the pot.\n"
+        "    b. If neither player has a pair, the player with the higher card (K > Q > J) wins the pot.\n"
+        "    c. If two players have the same card, the players split the pot."
+    )
+    information = (
+        f"1. You are player_{player}. You are competing with player_{1 - player}.\n"
+        "2. In each of your turns:\n"
+        "   a. The game state shows your private card, public card (if revealed), and the betting history.\n"
+        "   b. You need to choose an action based on your cards and the current game state.\n"
+        "   c. All legal actions for the current turn are provided in the format of `<FOLD>`, `<CALL>`, or "
+        "`<RAISE>`."
+    )
+    return "Leduc Poker", rules, information, "<answer><CALL></answer>"
+
+
+_HANABI_COLORS = ("Red", "Yellow", "Green", "White", "Blue")
+_RANK_WORDS = {
+    2: "three of rank 1, and one of rank 2",
+    3: "three of rank 1, two of rank 2, and one of rank 3",
+    4: "three of rank 1, two each of rank 2, rank 3, and one of rank 4",
+    5: "three of rank 1, two each of rank 2, rank 3, rank 4, and one of rank 5",
+}
+
+
+def _hanabi(player: int, p: dict[str, Any]) -> tuple[str, str, str, str]:
+    c, r = p["colors"], p["ranks"]
+    per_color = 3 + 2 * (r - 2) + 1
+    names = ", ".join(f"{name}(denoted by {name[0]})" for name in _HANABI_COLORS[:c])
+    rules = (
+        "1. Hanabi is a cooperative card game for 2 players, player 0 and player 1.\n"
+        f"2. The deck consists of {c} colors: {names}, with ranks ranging from 1 to {r}. Each color contains "
+        f"{per_color} cards: {_RANK_WORDS[r]}, for a total of {c * per_color} cards.\n"
+        f"3. Each player holds {p['hand_size']} cards in hand. Players can observe the hand of the "
+        "other player, "
+        "but not their own.\n"
+        f"4. There are {p['max_information_tokens']} information tokens and {p['max_life_tokens']} "
+        "life tokens "
+        "shared by both players.\n"
+        f"5. The objective is to play cards in ascending order of rank, from 1 to {r}, to their "
+        "corresponding "
+        "color stacks, hence achieving the 'Fireworks'.\n"
+        "6. The players take turns to take one of the following actions:\n"
+        "    a. <Play `i`>: play the i-th card from the player's own hand (0-indexed). If the card "
+        "is sequential "
+        "to the top card of its corresponding color stack, the move is valid and the card is added "
+        "to the top of "
+        "the stack, then both players receive 1 point. Otherwise, a life token is lost.\n"
+        "    b. <Discard `i`>: discard the i-th card from the player's own hand and gain one "
+        "information token.\n"
+        "    c. <Reveal player +1 color `c`>: spend one information token to reveal all cards of "
+        "color `c` in the "
+        "other player's hand.\n"
+        "    d. <Reveal player +1 rank `r`>: spend one information token to reveal all cards of "
+        "rank `r` in the "
+        "other player's hand.\n"
+        "7. After playing or discarding, the player receives a new card from the deck (if remaining).\n"
+        "8. The game ends when:\n"
+        f"    a. If all color stacks are completed (i.e., all cards of rank {r} are played to their "
+        "corresponding "
+        "color stacks), then both players finish the game with the highest possible total score of "
+        f"{r * c}.\n"
+        "    b. If deck is depleted, both players finish the game with a total score which equals "
+        "the sum of the "
+        "highest ranks of each color stack.\n"
+        "    c. If all life tokens are lost before the above two conditions are met, then both "
+        "players lose all "
+        "points they have earned so far, and finish the game with a total score of 0."
+    )
+    information = (
+        f"1. You will be playing as the player {player}.\n"
+        "2. In each of your turns, you will be provided with the current game state information, "
+        "including the "
+        "remaining life tokens and information tokens, the current color stacks, the remaining "
+        "deck size, the "
+        "discard pile, the hand of the other player, and the revealed information on your own hand.\n"
+        "3. Known cards are denoted by their color and rank. For example, 'R2' means a red card of rank 2. "
+        "4. The current color stacks are represented by the top card of each color stack. In "
+        "particular, rank 0 "
+        "denotes an empty stack. For example, 'Y0' means the yellow stack is still empty."
+    )
+    return "hanabi", rules, information, "<answer><Discard Card 0></answer>"
+
+
+_PREFIXES = {
+    "tic_tac_toe": _tic_tac_toe,
+    "connect_four": _connect_four,
+    "kuhn_poker": _kuhn,
+    "leduc_poker": _leduc,
+    "mini_hanabi": _hanabi,
+    "simple_hanabi": _hanabi,
+}
+
+
+def prefix(game_name: str, player: int, params: dict[str, Any] | None = None) -> dict[str, str]:
+    """The reference's system prompt and first user text for `player` (params: Hanabi's pyspiel
+    parameters; taken from the configured game when not given)."""
+    if params is None:
+        from mars_eval.games import make_game
+
+        params = make_game(game_name).params
+    title, rules, information, example = _PREFIXES[game_name](player, params)
+    cooperative = game_name.endswith("hanabi")
+    loss = "immediate loss of all life tokens and end of the game" if cooperative else _LOSS
+    fmt = "<answer>{your chosen column}</answer>" if game_name == "connect_four" else _FORMAT
+    instructions = _INSTRUCTIONS.format(fmt=fmt, example=example, loss=loss)
+    goal = "achieve the highest score" if cooperative else "win"
+    return {
+        "system": _SYSTEM.format(goal=goal, title=title),
+        "user": _USER_PREFIX.format(rules=rules, information=information, instructions=instructions),
+    }
+
+
+# --- action strings -------------------------------------------------------------------------
+def _action_string(game_name: str, state: Any, player: int, action: int) -> str:
+    if game_name == "tic_tac_toe":
+        return f"<{_marks(player)[0]}({action // 3},{action % 3})>"
+    if game_name == "connect_four":
+        return f"<{_marks(player)[0]}({action})>"
+    if game_name == "kuhn_poker":
+        return ("<PASS>", "<BET>")[action]
+    if game_name == "leduc_poker":
+        return ("<FOLD>", "<CALL>", "<RAISE>")[action]
+    text = state.action_to_string(player, action)  # Hanabi: "(Play 0)", "(Reveal player +1 rank 1)"
+    text = text.replace("(", "<").replace(")", ">")
+    return text.replace("Play", "Play card").replace("Discard", "Discard card")
+
+
+def action_string(episode: Episode, player: int, action_id: int) -> str:
+    """The reference's string for a pyspiel action of `player` in the episode's current state."""
+    return _action_string(episode.game.name, episode.state, player, action_id)
+
+
+def legal_action_strings(episode: Episode) -> list[str]:
+    """The current player's legal actions as the reference writes them (pyspiel order)."""
+    if episode.is_terminal:
+        return []
+    player = episode.current_player
+    return [action_string(episode, player, a) for a in episode.state.legal_actions(player)]
+
+
+# --- game states ----------------------------------------------------------------------------
+_KUHN_CARDS = ("Jack (J)", "Queen (Q)", "King (K)")
+_LEDUC_CARDS = ("J", "J", "Q", "Q", "K", "K")
+
+
+def _render_board(state: Any) -> str:
+    rows = [row for row in str(state).strip().split("\n") if row.strip()]
+    table = str.maketrans({".": "_", "x": "X", "o": "O"})
+    return "\n".join(row.translate(table) for row in rows)
+
+
+def _render_connect_four(state: Any) -> str:
+    # The reference keeps pyspiel's lower-case x/o here and only draws empty cells as "_".
+    rows = [row.replace(".", "_") for row in str(state).strip().split("\n") if row.strip()]
+    return "\n".join(rows[:6])
+
+
+def _render_kuhn(state: Any) -> str:
+    me = state.current_player()
+    card = int(state.history()[me])
+    lines = [
+        "1. Blind ante: both player_0 and player_1 place 1 chip into the pot.",
+        f"2. Deal: your card is {_KUHN_CARDS[card]}.",
+    ]
+    for i, action in enumerate(state.history()[2:]):
+        lines.append(f"{i + 3}. Turn {i + 1}: player_{i % 2} chooses to {('<PASS>', '<BET>')[action]}.")
+    return "\n".join(lines)
+
+
+def _leduc_fields(state: Any, player: int) -> dict[str, str]:
+    text = state.information_state_string(player)  # "[Observer: 1][Private: 3]...[Round1: 2 2 1][Round2: 1]"
+    fields = {}
+    for part in text.strip("[]").split("]["):
+        key, _, value = part.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def _render_leduc(state: Any) -> str:
+    info = _leduc_fields(state, state.current_player())
+    lines = [
+        "1. Blind ante: both player_0 and player_1 place 1 chip into the pot.",
+        f"2. Deal: your card is {_LEDUC_CARDS[int(info['Private'])]}.",
+    ]
+    if info.get("Public", "").lstrip("-").isdigit() and int(info["Public"]) >= 0:
+        lines.append(f"3. Public card revealed: {_LEDUC_CARDS[int(info['Public'])]}.")
+    for number, key, raise_size, title in ((4, "Round1", 2, "First"), (5, "Round2", 4, "Second")):
+        actions = [int(a) for a in info.get(key, "").split()]
+        if not actions:
+            continue
+        lines.append(f"{number}. {title} betting round:")
+        put = [0, 0]
+        highest = 0
+        for i, action in enumerate(actions):
+            who = i % 2
+            if action == 2:
+                highest += raise_size
+            added = highest - put[who]
+            put[who] = highest
+            name = "<RAISE>" if action == 2 else "<CALL>"
+            lines.append(f"    {chr(97 + i)}. Turn {i + 1}: player_{who} chooses to {name} (+{added} chips).")
+    return "\n".join(lines)
+
+
+def _hanabi_hands(obs: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """pyspiel's observation of the current player: fields, own hand lines, other hand lines."""
+    fields: dict[str, str] = {}
+    own: list[str] = []
+    other: list[str] = []
+    hand = None
+    for line in obs.strip().split("\n"):
+        text = line.strip()
+        if text == "Hands:":
+            hand = own
+        elif text.startswith("Deck size:"):
+            hand = None
+            fields["Deck size"] = text.split(":", 1)[1].strip()
+        elif hand is not None and text == "-----":
+            hand = other
+        elif hand is not None and text != "Cur player":
+            hand.append(text)
+        elif ":" in text:
+            key, value = text.split(":", 1)
+            fields[key] = value.strip()
+    return fields, own, other
+
+
+def _possible(card_line: str) -> tuple[str, str]:
+    knowledge = card_line.split("|")[-1]
+    colors = ", ".join(ch for ch in knowledge if ch.isalpha())
+    ranks = ", ".join(ch for ch in knowledge if ch.isdigit())
+    return colors, ranks
+
+
+def _render_hanabi(state: Any) -> str:
+    if state.is_terminal():
+        return "The game is over."
+    fields, own, other = _hanabi_hands(state.observation_string(state.current_player()))
+    lines = [
+        f"1. There are {fields['Life tokens']} life tokens and {fields['Info tokens']} information "
+        "tokens remaining.",
+        f"2. The top of the color stacks are: {fields['Fireworks']}.",
+        f"3. {fields['Deck size']} cards remain in the draw pile.",
+        f"4. The discard pile currently contains: {fields.get('Discards') or 'None'}.",
+        "5. The other player's hand:",
+    ]
+    for i, card in enumerate(other):
+        colors, ranks = _possible(card)
+        visible = card.split("||")[0].strip()
+        lines.append(
+            f"    - Card {i} ({visible}): the other player believes it is one of the colors "
+            f"[{colors}] and one of "
+            f"the ranks [{ranks}]."
+        )
+    lines.append("6. Your own hand, based on the revealed information:")
+    for i, card in enumerate(own):
+        colors, ranks = _possible(card)
+        lines.append(f"    - Card {i}: one of the colors [{colors}] and one of the ranks [{ranks}].")
+    return "\n".join(lines)
+
+
+_RENDER = {
+    "tic_tac_toe": _render_board,
+    "connect_four": _render_connect_four,
+    "kuhn_poker": _render_kuhn,
+    "leduc_poker": _render_leduc,
+    "mini_hanabi": _render_hanabi,
+    "simple_hanabi": _render_hanabi,
+}
+
+
+def render_state(game_name: str, state: Any) -> str:
+    """GAME STATE text of a pyspiel decision state, from its current player's point of view."""
+    return _RENDER[game_name](state)
+
+
+# --- turns and chats ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Turn:
+    """One decision: who moved, what they saw (state, legal actions) and what they chose."""
+
+    player: int
+    state: str
+    legal: tuple[str, ...]
+    chosen: str | None  # None for the current, undecided turn
+
+
+def turns(episode: Episode) -> list[Turn]:
+    """Every decision of the episode so far (replayed from its pyspiel history), plus the current
+    one when the episode is not over."""
+    name = episode.game.name
+    state = episode.game.pyspiel_game.new_initial_state()
+    out: list[Turn] = []
+
+    def snapshot(chosen: int | None) -> Turn:
+        player = state.current_player()
+        legal = tuple(_action_string(name, state, player, a) for a in state.legal_actions(player))
+        picked = None if chosen is None else _action_string(name, state, player, chosen)
+        return Turn(player, render_state(name, state), legal, picked)
+
+    for action in episode.state.history():
+        if not state.is_chance_node():
+            out.append(snapshot(action))
+        state.apply_action(action)
+    if not episode.is_terminal:
+        out.append(snapshot(None))
+    return out
+
+
+def _turn_text(game_name: str, n: int, turn: Turn, player: int) -> str:
+    legal = ", ".join(turn.legal)
+    if turn.player == player:
+        return _OWN_TURN.format(n=n, state=turn.state, legal=legal)
+    if OPPONENT_TURN[game_name] == "full":
+        text = _OTHER_TURN_FULL.format(n=n, state=turn.state, legal=legal)
+    else:
+        text = _OTHER_TURN_ACTION.format(n=n)
+    return text + (_CHOSEN.format(action=turn.chosen) if turn.chosen else "")
+
+
+def messages(episode: Episode, player: int, replies: list[str]) -> list[Message]:
+    """The reference chat for `player` now; `replies` are its replies to its earlier turns.
+
+    Raises ValueError when the number of replies does not match the player's finished turns.
+    """
+    name = episode.game.name
+    head = prefix(name, player, episode.game.params)
+    chat: list[Message] = [
+        {"role": "system", "content": head["system"]},
+        {"role": "user", "content": head["user"]},
+    ]
+    used = 0
+    for n, turn in enumerate(turns(episode), start=1):
+        if chat[-1]["role"] != "user":
+            chat.append({"role": "user", "content": ""})
+        chat[-1]["content"] += _turn_text(name, n, turn, player)
+        if turn.player == player and turn.chosen is not None:
+            if used >= len(replies):
+                raise ValueError(f"player {player} made more moves than the {len(replies)} replies given")
+            chat.append({"role": "assistant", "content": replies[used]})
+            used += 1
+    if used != len(replies):
+        raise ValueError(f"{len(replies)} replies given for {used} moves of player {player}")
+    return chat
+
+
+def parse_answer(episode: Episode, text: str) -> str | None:
+    """The legal action (our internal name) a reply chooses under the reference's answer rule, or None."""
+    body = (text or "").strip()
+    close = "</answer>"
+    if not body.endswith(close):
+        return None
+    start = body.rfind("<answer>")
+    if start < 0:
+        return None
+    inner = body[start + len("<answer>") : -len(close)]
+    chosen = inner.split("||")[0].strip()
+    if episode.is_terminal:
+        return None
+    player = episode.current_player
+    for action_id in episode.state.legal_actions(player):
+        if action_string(episode, player, action_id) == chosen:
+            return episode.name_of(action_id)
+    return None
+
+
+# --- forfeits -------------------------------------------------------------------------------
+def _pot_share(episode: Episode, player: int) -> float:
+    """Chips `player` has put in (ante included)."""
+    state = episode.state
+    if episode.game.name == "kuhn_poker":
+        bets = state.history()[2:]
+        return 1.0 + sum(1 for i, a in enumerate(bets) if i % 2 == player and a == 1)
+    return 100.0 - float(state.money()[player])  # Leduc: every player starts with 100 chips
+
+
+def forfeit_returns(episode: Episode, offender: int) -> list[float]:
+    """Payoffs when `offender` answers invalidly (see the module docstring)."""
+    name, n = episode.game.name, episode.game.num_players
+    if name in BOARD_GAMES:
+        return [-1.0 if p == offender else 1.0 for p in range(n)]
+    if name in POKER_GAMES:
+        lost = _pot_share(episode, offender)
+        return [-lost if p == offender else lost for p in range(n)]
+    return [float(r) for r in episode.state.returns()]  # Hanabi: the score so far
+
+
+def forfeit_rewards(episode: Episode, offender: int) -> list[float]:
+    """The reference's training reward of the forfeited step: the offender loses its payoff stake
+    (the board game's 1, its chips in the pot, or the Hanabi score so far) plus FORFEIT_PENALTY; the
+    other player gets 0."""
+    name, n = episode.game.name, episode.game.num_players
+    if name in BOARD_GAMES:
+        stake = 1.0
+    elif name in POKER_GAMES:
+        stake = _pot_share(episode, offender)
+    else:
+        stake = float(episode.state.returns()[offender])
+    return [-stake - FORFEIT_PENALTY if p == offender else 0.0 for p in range(n)]

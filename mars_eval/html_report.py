@@ -1,0 +1,345 @@
+"""`mars-eval report DIR`: one static, self-contained HTML page (or Markdown tables) from every
+run folder under DIR.
+
+The page needs nothing but a browser: styles are inline, plots are inline SVG (matplotlib), no
+script is loaded from anywhere. Beside it, `<name>_files/` holds one transcript page per sample,
+linked from the problem grid. Text that came from outside (model names, prompts, replies) is
+escaped by jinja2's autoescape, so a reply containing HTML shows as text and runs nothing.
+
+Model order: the order `suite` was given (DIR/suite.json), else `--model` order, else
+checkpoints by training step and then names; the first model is the base of every paired
+comparison.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from mars_eval import plots, report_data, tables
+from mars_eval import reference_figures as ref
+from mars_eval.models.base import ConfigError
+from mars_eval.rundirs import RunDir, find_runs
+
+TEMPLATES = Path(__file__).with_name("templates")
+SUITE_FILE = "suite.json"  # written by `mars-eval suite`: the models, systems and tasks as named
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pct"] = tables.fmt_pct
+    env.filters["dpct"] = tables.fmt_delta_pct
+    env.filters["num"] = lambda x, d=2: "–" if x is None else f"{x:.{d}f}"
+    env.filters["pval"] = lambda p: "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+    return env
+
+
+def named_order(dirs: list[str]) -> list[str]:
+    """Models as `suite` named them, from the first suite.json found in `dirs`."""
+    for d in dirs:
+        path = Path(d) / SUITE_FILE
+        try:
+            return list(json.loads(path.read_text(encoding="utf-8")).get("models") or [])
+        except (OSError, ValueError, AttributeError):
+            continue
+    return []
+
+
+def page_name(run: RunDir, rec: dict[str, Any]) -> str:
+    """The transcript page of a sample, relative to the files folder."""
+    key = re.sub(r"[^A-Za-z0-9._-]+", "_", str(rec.get("key", "sample")))[:120]
+    return f"{run.name}/{key}.html"
+
+
+class Report:
+    """Everything the page shows, computed once from the run folders."""
+
+    def __init__(self, dirs: list[str], models: list[str] | None = None):
+        self.dirs = dirs
+        self.runs = find_runs(*dirs)
+        self.cells = tables.mas_cells(self.runs)
+        self.models = tables.model_order(self.cells, models or named_order(dirs))
+        self.comparisons = tables.compare_to_first(self.cells, self.models)
+        self.games = report_data.games_rows(self.runs)
+        self.train_runs = [r for r in self.runs if r.kind == "train"]
+
+    # --- tables -------------------------------------------------------------------------------
+    def main_table(self) -> dict[str, Any]:
+        tasks = tables.ordered([c.task for c in self.cells])
+        by_key = {(c.model, c.system, c.task): c for c in self.cells}
+        systems = tables.ordered(
+            [c.system for c in self.cells], ["single", "mad", "autogen", "debate", "vote"]
+        )
+        rows = []
+        for system in systems:
+            for model in self.models:
+                cells = [by_key.get((model, system, t)) for t in tasks]
+                if not any(cells):
+                    continue
+                rows.append(
+                    {
+                        "system": system,
+                        "model": model,
+                        "cells": [
+                            {
+                                "cell": c,
+                                "text": tables.fmt_cell(c),
+                                "paper": ref.paper_accuracy(t, system, model),
+                            }
+                            for c, t in zip(cells, tasks, strict=True)
+                        ],
+                    }
+                )
+        return {"tasks": tasks, "rows": rows}
+
+    def comparison_rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "system": c.system,
+                "task": c.task,
+                "base": c.base,
+                "model": c.model,
+                "r": c.result,
+            }
+            for c in self.comparisons
+        ]
+
+    # --- plots --------------------------------------------------------------------------------
+    def accuracy_bars(self) -> str | None:
+        if not self.cells:
+            return None
+        groups = [(s, t) for t in tables.ordered([c.task for c in self.cells]) for s in self._systems()]
+        by_key = {(c.model, c.system, c.task): c for c in self.cells}
+        groups = [g for g in groups if any((m, *g) in by_key for m in self.models)]
+        series, lows, highs = {}, {}, {}
+        for m in self.models:
+            cs = [by_key.get((m, s, t)) for s, t in groups]
+            series[m] = [_p(c.accuracy) if c else None for c in cs]
+            lows[m] = [_p(c.ci_low) if c else None for c in cs]
+            highs[m] = [_p(c.ci_high) if c else None for c in cs]
+        labels = [f"{s}\n{t}" for s, t in groups]
+        return plots.bar_chart(labels, series, lows, highs, "accuracy % (95% interval)")
+
+    def _systems(self) -> list[str]:
+        return tables.ordered([c.system for c in self.cells], ["single", "mad", "autogen", "debate", "vote"])
+
+    def checkpoint_curves(self) -> list[dict[str, Any]]:
+        out = []
+        for series in report_data.checkpoint_series(self.cells):
+            pts = [(c.step, _p(c.accuracy), _p(c.ci_low), _p(c.ci_high)) for c in series.points]
+            svg = plots.curves(
+                {f"{series.system} · {series.task}": pts},
+                "training step",
+                "accuracy %",
+                ylim=(0, 100),
+            )
+            out.append({"series": series, "svg": svg})
+        return out
+
+    def games_section(self) -> dict[str, Any] | None:
+        if not self.games:
+            return None
+        for row in self.games:
+            row["paper"] = ref.paper_game_return(row["game"], row["seat"], row["model"])
+        groups = list(dict.fromkeys(f"{r['game']} · {r['opponent']} · {r['seat']}" for r in self.games))
+        models = list(dict.fromkeys(r["model"] for r in self.games))
+        series, lows, highs = {}, {}, {}
+        for m in models:
+            by_group = {
+                f"{r['game']} · {r['opponent']} · {r['seat']}": r for r in self.games if r["model"] == m
+            }
+            series[m] = [by_group[g]["normalized_return"] if g in by_group else None for g in groups]
+            lows[m] = [None] * len(groups)
+            highs[m] = [None] * len(groups)
+        bars = plots.bar_chart(groups, series, lows, highs, "normalized return")
+        curve = None
+        stepped = [r for r in self.games if r["step"] is not None]
+        if len({r["step"] for r in stepped}) >= 2:
+            lines: dict[str, list] = {}
+            for r in stepped:
+                lines.setdefault(f"{r['game']} · {r['opponent']} · {r['seat']}", []).append(
+                    (r["step"], r["normalized_return"], None, None)
+                )
+            curve = plots.curves(lines, "training step", "normalized return")
+        return {"rows": self.games, "bars": bars, "curve": curve}
+
+    def train_section(self) -> list[dict[str, Any]]:
+        out = []
+        for run in self.train_runs:
+            curves = report_data.train_curves(run)
+            if curves:
+                out.append({"run": run, "svg": plots.small_multiples(curves), "metrics": list(curves)})
+        return out
+
+    # --- rendering ------------------------------------------------------------------------------
+    def context(self, files_dir: str) -> dict[str, Any]:
+        debate_cells = [c for c in self.cells if c.system in report_data.DEBATE_SYSTEMS]
+        return {
+            "title": "mars-eval report",
+            "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "dirs": self.dirs,
+            "n_runs": len(self.runs),
+            "models": self.models,
+            "main": self.main_table(),
+            "paper_source": ref.source(),
+            "comparisons": self.comparison_rows(),
+            "bars": self.accuracy_bars(),
+            "checkpoints": self.checkpoint_curves(),
+            "games": self.games_section(),
+            "train": self.train_section(),
+            "grid": report_data.problem_grid(
+                self.cells, lambda run, rec: f"{files_dir}/{page_name(run, rec)}", self.models
+            ),
+            "dynamics": [report_data.debate_dynamics(c) for c in debate_cells],
+            "quality": [report_data.data_quality(c) for c in self.cells],
+        }
+
+
+def _p(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
+def write_html(report: Report, out: Path) -> Path:
+    """The page at `out` and its transcript pages in `<stem>_files/` beside it."""
+    env = _env()
+    files = out.parent / f"{out.stem}_files"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(env.get_template("report.html").render(**report.context(files.name)), encoding="utf-8")
+    page = env.get_template("transcript.html")
+    for cell in report.cells:
+        for rec in cell.run.records:
+            target = files / page_name(cell.run, rec)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            back = "../../" + out.name
+            target.write_text(
+                page.render(cell=cell, rec=rec, back=back, entries=_entries(rec)), encoding="utf-8"
+            )
+    return out
+
+
+def _entries(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Transcript entries in order, each with its round (1-based call index) and kind."""
+    out = []
+    for t in rec.get("transcript") or []:
+        if "event" in t:
+            data = {k: v for k, v in t.items() if k != "event"}
+            out.append({"kind": "event", "event": t["event"], "data": data})
+        else:
+            out.append({"kind": "call", "round": int(t.get("call", 0)) + 1, **t})
+    return out
+
+
+def write_markdown(report: Report, out: Path) -> Path:
+    """The tables as GitHub Markdown (for papers and READMEs)."""
+    parts = ["# mars-eval report", ""]
+    main = report.main_table()
+    if main["rows"]:
+        header = ["system", "model", *main["tasks"]]
+        rows = []
+        for row in main["rows"]:
+            texts = []
+            for c in row["cells"]:
+                paper = f" (paper {c['paper']:.2f})" if c["paper"] is not None else ""
+                texts.append(c["text"] + paper)
+            rows.append([row["system"], row["model"], *texts])
+        parts += ["## Accuracy % [95% interval]", "", tables.markdown_table(header, rows), ""]
+    if report.comparisons:
+        header = ["system", "task", "model", "vs", "delta (pp)", "95% interval", "p", "test", "n"]
+        rows = []
+        for c in report.comparisons:
+            r = c.result
+            interval = f"[{tables.fmt_delta_pct(r.ci_low)}, {tables.fmt_delta_pct(r.ci_high)}]"
+            p = "<0.001" if r.p_value < 0.001 else f"{r.p_value:.3f}"
+            rows.append(
+                [
+                    c.system,
+                    c.task,
+                    c.model,
+                    c.base,
+                    f"{100 * r.delta:+.1f}",
+                    interval,
+                    p,
+                    r.test,
+                    str(r.n_paired),
+                ]
+            )
+        parts += ["## Paired comparison with the first model", "", tables.markdown_table(header, rows), ""]
+    if report.games:
+        header = [
+            "model",
+            "game",
+            "opponent",
+            "seat",
+            "episodes",
+            "mean return",
+            "normalized",
+            "win",
+            "invalid",
+        ]
+        rows = [
+            [
+                r["model"],
+                r["game"],
+                r["opponent"],
+                r["seat"],
+                str(r["episodes"]),
+                f"{r['mean_return']:+.3f}",
+                f"{r['normalized_return']:.1f}",
+                "–" if r.get("win_rate") is None else f"{100 * r['win_rate']:.0f}%",
+                f"{100 * r['invalid_rate']:.0f}%",
+            ]
+            for r in report.games
+        ]
+        parts += ["## Games", "", tables.markdown_table(header, rows), ""]
+    quality = [report_data.data_quality(c) for c in report.cells]
+    if quality:
+        header = [
+            "task",
+            "system",
+            "model",
+            "samples",
+            "errors",
+            "truncated",
+            "context overflow",
+            "no answer",
+        ]
+        rows = [
+            [
+                q.cell.task,
+                q.cell.system,
+                q.cell.model,
+                str(q.samples),
+                str(q.errors),
+                str(q.outcomes.get("truncated", 0)),
+                str(q.outcomes.get("context_overflow", 0)),
+                str(q.outcomes.get("no_answer", 0)),
+            ]
+            for q in quality
+        ]
+        parts += ["## Data quality", "", tables.markdown_table(header, rows), ""]
+    parts += [f"Paper figures: {ref.source()}", ""]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out
+
+
+def build_report(
+    dirs: list[str], out: str | None = None, fmt: str = "html", models: list[str] | None = None
+) -> Path:
+    """Write the report; returns its path. ConfigError for bad input (no runs, unknown format)."""
+    if fmt not in ("html", "md"):
+        raise ConfigError(f"--format {fmt!r}: choose html or md")
+    target = Path(out) if out else Path(dirs[0]) / ("report.html" if fmt == "html" else "report.md")
+    report = Report(dirs, models)
+    return write_html(report, target) if fmt == "html" else write_markdown(report, target)

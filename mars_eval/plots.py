@@ -1,0 +1,112 @@
+"""The report's plots: matplotlib figures returned as inline SVG text.
+
+SVG keeps the page self-contained and sharp at any zoom. Text stays text (`svg.fonttype`
+"none": smaller files, searchable labels) and the ids matplotlib writes are salted with a fixed
+string, so the same runs give the same page byte for byte.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+STYLE = {"svg.fonttype": "none", "svg.hashsalt": "mars-eval", "font.size": 9, "axes.spines.top": False}
+STYLE["axes.spines.right"] = False
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]  # drop the XML prolog and doctype: it is inlined in HTML
+    return re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.DOTALL)
+
+
+def bar_chart(
+    groups: Sequence[str],
+    series: dict[str, Sequence[float | None]],
+    lows: dict[str, Sequence[float | None]],
+    highs: dict[str, Sequence[float | None]],
+    ylabel: str,
+    title: str = "",
+    ymax: float | None = 100.0,
+) -> str:
+    """Grouped bars (one group per label in `groups`, one bar per series) with error bars."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(groups) * max(1, len(series)) * 0.6 + 2), 3.2))
+        width = 0.8 / max(1, len(series))
+        for i, (name, values) in enumerate(series.items()):
+            xs, ys, err_lo, err_hi = [], [], [], []
+            for g, v in enumerate(values):
+                if v is None:
+                    continue
+                lo, hi = lows[name][g], highs[name][g]
+                xs.append(g - 0.4 + width * (i + 0.5))
+                ys.append(v)
+                err_lo.append(max(0.0, v - lo) if lo is not None else 0.0)
+                err_hi.append(max(0.0, hi - v) if hi is not None else 0.0)
+            ax.bar(xs, ys, width * 0.95, label=name, yerr=[err_lo, err_hi], capsize=3, ecolor="#333")
+        ax.set_xticks(range(len(groups)), list(groups), rotation=20 if len(groups) > 4 else 0, ha="right")
+        ax.set_ylabel(ylabel)
+        if ymax is not None:
+            ax.set_ylim(0, ymax)
+        if title:
+            ax.set_title(title)
+        if len(series) > 1:
+            ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return _svg(fig)
+
+
+def curves(
+    lines: dict[str, Sequence[tuple[float, float, float | None, float | None]]],
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    ylim: tuple[float, float] | None = None,
+) -> str:
+    """Lines of (x, y, low, high) points; the interval, where given, as a shaded band."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(5.2, 3.0))
+        for name, points in lines.items():
+            pts = sorted(points)
+            xs = [p[0] for p in pts]
+            ys = [p[1] for p in pts]
+            ax.plot(xs, ys, marker="o", markersize=3, label=name)
+            if all(p[2] is not None and p[3] is not None for p in pts):
+                ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], alpha=0.2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        if title:
+            ax.set_title(title)
+        if len(lines) > 1:
+            ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return _svg(fig)
+
+
+def small_multiples(panels: dict[str, Sequence[tuple[float, float]]], xlabel: str = "step") -> str:
+    """One small line plot per metric (training curves), up to four per row."""
+    names = list(panels)
+    cols = min(4, max(1, len(names)))
+    rows = (len(names) + cols - 1) // cols
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.2 * rows), squeeze=False)
+        for k, ax in enumerate(axes.flat):
+            if k >= len(names):
+                ax.axis("off")
+                continue
+            pts = sorted(panels[names[k]])
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2)
+            ax.set_title(names[k], fontsize=8)
+            ax.set_xlabel(xlabel, fontsize=8)
+        fig.tight_layout()
+        return _svg(fig)

@@ -1,0 +1,278 @@
+"""What the report shows, computed from run folders (no HTML here): checkpoint curves, the
+problem grid, debate dynamics, data quality, games rows and training curves.
+
+Everything is read from samples.jsonl and metrics.jsonl, so a report can be rebuilt from the
+run folders alone, on any machine, long after the runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from mars_eval import stats
+from mars_eval.rundirs import RunDir
+from mars_eval.tables import Comparison, MasCell, paired_scores
+
+DEBATE_SYSTEMS = ("mad", "debate")
+MAD_DEBATERS = ("affirmative", "negative")
+TRAIN_METRICS = (
+    "reward",
+    "return_mean",
+    "eval/mean_normalized",
+    "invalid_rate",
+    "truncated_rate",
+    "kl",
+    "loss",
+    "entropy",
+    "response_tokens",
+    "grad_norm",
+)
+
+
+# --- checkpoint series --------------------------------------------------------------------------
+@dataclass
+class CheckpointSeries:
+    system: str
+    task: str
+    points: list[MasCell]  # by training step
+    comparisons: list[tuple[MasCell, stats.PairedResult]] = field(default_factory=list)
+
+
+def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
+    """Per (system, task): the cells whose model is a checkpoint (step known), by step, each
+    compared (paired) with the earliest checkpoint. Needs at least two checkpoints."""
+    groups: dict[tuple[str, str], list[MasCell]] = defaultdict(list)
+    for c in cells:
+        if c.step is not None and c.accuracy is not None:
+            groups[(c.system, c.task)].append(c)
+    out = []
+    for (system, task), group in sorted(groups.items()):
+        points = sorted(group, key=lambda c: c.step or 0)
+        if len({c.step for c in points}) < 2:
+            continue
+        series = CheckpointSeries(system, task, points)
+        first = points[0]
+        for c in points[1:]:
+            pairs = paired_scores(first.scores, c.scores)
+            if pairs:
+                series.comparisons.append((c, stats.paired_compare(pairs)))
+        out.append(series)
+    return out
+
+
+# --- the grid of problems x runs -----------------------------------------------------------------
+@dataclass
+class GridCell:
+    status: str  # "right", "wrong", "error", "partial" (some samples right), "missing"
+    samples: list[tuple[str, str]]  # (status, transcript page) per sample
+    text: str  # "2/3" with K > 1, else ""
+
+
+def sample_status(rec: dict[str, Any]) -> str:
+    if rec.get("error"):
+        return "error"
+    return "right" if rec.get("correct") else "wrong"
+
+
+SYSTEM_ORDER = ("single", "mad", "autogen", "debate", "vote")
+
+
+def problem_grid(
+    cells: list[MasCell], page_of, models: list[str] | None = None
+) -> dict[str, tuple[list[MasCell], list[str], dict]]:
+    """task -> (columns, problem ids, {(problem, column index): GridCell}); `page_of(run, rec)`
+    gives the transcript page of a sample. Columns: systems in the paper's order, then models
+    in `models` order."""
+    out = {}
+    rank = {m: i for i, m in enumerate(models or [])}
+
+    def column_key(c: MasCell) -> tuple:
+        system = SYSTEM_ORDER.index(c.system) if c.system in SYSTEM_ORDER else len(SYSTEM_ORDER)
+        return (system, c.system, rank.get(c.model, len(rank)), c.model)
+
+    for task in sorted({c.task for c in cells}):
+        columns = sorted((c for c in cells if c.task == task), key=column_key)
+        by_problem: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+        for j, c in enumerate(columns):
+            for rec in c.run.records:
+                by_problem[str(rec["problem_id"])][j].append(rec)
+        problems = sorted(by_problem)
+        grid = {}
+        for p in problems:
+            for j, c in enumerate(columns):
+                recs = sorted(by_problem[p].get(j, []), key=lambda r: r.get("sample", 0))
+                statuses = [(sample_status(r), page_of(c.run, r)) for r in recs]
+                kinds = {s for s, _ in statuses}
+                if not statuses:
+                    status = "missing"
+                elif len(kinds) == 1:
+                    status = kinds.pop()
+                else:
+                    status = "partial" if "right" in kinds else "error" if "error" in kinds else "wrong"
+                right = sum(s == "right" for s, _ in statuses)
+                text = f"{right}/{len(statuses)}" if len(statuses) > 1 else ""
+                grid[(p, j)] = GridCell(status, statuses, text)
+        out[task] = (columns, problems, grid)
+    return out
+
+
+# --- debate dynamics ------------------------------------------------------------------------------
+@dataclass
+class Dynamics:
+    cell: MasCell
+    accuracy_by_round: list[float | None]  # share of debaters' answers that are right, per round
+    final_by_round: list[float | None]  # accuracy of the round's collective answer (majority/verdict)
+    agreement_by_round: list[float | None]  # share of samples whose debaters all agree
+    right_to_wrong: int
+    wrong_to_right: int
+    changed: int  # debaters whose last answer differs from their first
+    debaters: int
+    calls_per_sample: float
+    tokens_per_sample: float
+    accuracy_per_1k_tokens: float | None
+    rounds_run: Counter = field(default_factory=Counter)
+
+
+def debater_answers(rec: dict[str, Any], system: str, task) -> list[list[str | None]]:
+    """answers[round][debater] for one sample (round 1 first)."""
+    details = rec.get("details") or {}
+    if system == "debate" and isinstance(details.get("answers_by_round"), list):
+        return [list(r) for r in details["answers_by_round"]]
+    rounds: dict[int, dict[str, str | None]] = defaultdict(dict)
+    for t in rec.get("transcript") or []:
+        if t.get("agent") in MAD_DEBATERS and "content" in t:
+            rounds[int(t.get("call", 0))][t["agent"]] = task.extract(t.get("content") or "")
+    return [[rounds[r].get(a) for a in MAD_DEBATERS] for r in sorted(rounds)]
+
+
+def debate_dynamics(cell: MasCell) -> Dynamics:
+    """Per-round accuracy, changes of mind and agreement of the debaters of a mad/debate run."""
+    from mars_eval.tasks import make_task
+
+    task = make_task(cell.task)
+    scored = [r for r in cell.run.records if not r.get("error")]
+    cache: dict[tuple[str, str], bool] = {}
+
+    def right(answer: str | None, gold: str) -> bool:
+        if answer is None:
+            return False
+        key = (task.canonical(answer), str(gold))
+        if key not in cache:
+            try:
+                cache[key] = bool(task.score(answer, str(gold)))
+            except Exception:  # a scorer failure here only leaves the answer uncounted
+                cache[key] = False
+        return cache[key]
+
+    per_round_right: dict[int, list[float]] = defaultdict(list)
+    per_round_final: dict[int, list[float]] = defaultdict(list)
+    per_round_agree: dict[int, list[float]] = defaultdict(list)
+    r2w = w2r = changed = debaters = 0
+    rounds_run: Counter = Counter()
+    for rec in scored:
+        answers = debater_answers(rec, cell.system, task)
+        if not answers:
+            continue
+        rounds_run[len(answers)] += 1
+        gold = str(rec.get("gold"))
+        for i, row in enumerate(answers):
+            per_round_right[i].extend(float(right(a, gold)) for a in row)
+            keys = [task.canonical(a) if a is not None else None for a in row]
+            per_round_agree[i].append(float(len(set(keys)) == 1 and keys[0] is not None))
+            top = Counter(k for k in keys if k is not None).most_common(1)
+            majority = next((a for a, k in zip(row, keys, strict=True) if top and k == top[0][0]), None)
+            per_round_final[i].append(float(right(majority, gold)))
+        first, last = answers[0], answers[-1]
+        for a, b in zip(first, last, strict=False):
+            debaters += 1
+            changed += (a is not None and b is not None and task.canonical(a) != task.canonical(b)) or (
+                (a is None) != (b is None)
+            )
+            ra, rb = right(a, gold), right(b, gold)
+            r2w += ra and not rb
+            w2r += rb and not ra
+    n = len(scored)
+    calls = sum(r.get("calls", 0) for r in scored) / n if n else 0.0
+    tokens_all = sum((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) for r in scored)
+    tokens = tokens_all / n if n else 0.0
+    acc = cell.accuracy
+    rounds = max(per_round_right, default=-1) + 1
+    return Dynamics(
+        cell,
+        [_mean(per_round_right[i]) for i in range(rounds)],
+        [_mean(per_round_final[i]) for i in range(rounds)],
+        [_mean(per_round_agree[i]) for i in range(rounds)],
+        r2w,
+        w2r,
+        changed,
+        debaters,
+        calls,
+        tokens,
+        (acc / (tokens / 1000)) if acc is not None and tokens else None,
+        rounds_run,
+    )
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+# --- data quality -----------------------------------------------------------------------------------
+@dataclass
+class Quality:
+    cell: MasCell
+    samples: int
+    errors: int
+    error_kinds: dict[str, int]
+    outcomes: dict[str, Any]  # outcomes.outcome_summary: truncated, context_overflow, no_answer, letters
+
+
+def data_quality(cell: MasCell) -> Quality:
+    """Errors (not scored, rerun) and the scored failures of `outcomes` (truncation, context
+    overflow, no answer, the spread of answered and gold letters for multiple choice)."""
+    from mars_eval.outcomes import outcome_summary
+    from mars_eval.tasks import make_task
+
+    records = cell.run.records
+    kinds = Counter(str(r["error"]).split(":", 1)[0] for r in records if r.get("error"))
+    choices = getattr(make_task(cell.task), "choices", None)
+    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcome_summary(records, choices))
+
+
+# --- games and training ---------------------------------------------------------------------------
+def games_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
+    """One row per (run, game, opponent, seat) from each games run's summary, with the model's
+    training step when the model is a checkpoint and a Wilson interval on the win rate."""
+    rows = []
+    for run in runs:
+        if run.kind != "games":
+            continue
+        for r in run.summary.get("results") or []:
+            row = {"model": run.model, "step": run.step, "run": run.name, **r}
+            n = int(r.get("episodes") or 0)
+            if n and r.get("win_rate") is not None:
+                ci = stats.wilson(round(r["win_rate"] * n), n)
+                row["win_low"], row["win_high"] = ci.low, ci.high
+            rows.append(row)
+    return rows
+
+
+def train_curves(run: RunDir) -> dict[str, list[tuple[float, float]]]:
+    """metric -> [(step, value)] for the metrics worth a curve that the run logged."""
+    curves: dict[str, list[tuple[float, float]]] = {}
+    for row in run.metrics:
+        step = row.get("step")
+        if not isinstance(step, int | float):
+            continue
+        for key in TRAIN_METRICS:
+            value = row.get(key)
+            if isinstance(value, int | float) and math.isfinite(value):
+                curves.setdefault(key, []).append((float(step), float(value)))
+    return {k: v for k, v in curves.items() if len(v) >= 2}
+
+
+def comparisons_by_key(comparisons: list[Comparison]) -> dict[tuple[str, str, str], Comparison]:
+    return {(c.model, c.system, c.task): c for c in comparisons}

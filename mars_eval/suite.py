@@ -1,0 +1,365 @@
+"""`mars-eval suite`: every (model, system, task) cell of a table, side by side, from one command.
+
+Each cell is an ordinary `mas` run folder under the output folder (same name, same resume and
+--fresh), run by `run_eval`. What the suite adds:
+
+- one endpoint pool for all cells: the endpoints, their in-flight counts and the concurrency
+  limit are shared, so while one cell waits on its slowest samples the others keep the servers
+  full (the suite takes about as long as its largest cell, not the sum of the cells);
+- routing: every --base-url is asked for its /models once, and each model's calls go only to
+  the endpoints that serve it (one vLLM server per checkpoint is the common set-up);
+- a compute-matched `vote` cell waits for the `mad` cell of its model and task, so the vote
+  count is matched to that debate's calls per sample (as `mas --system vote` does);
+- one progress view for the whole suite and one table at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mars_eval.mas import make_system
+from mars_eval.models import default_model, make_client
+from mars_eval.models.base import ConfigError, ModelClient
+from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
+from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.store import config_hash, slug
+from mars_eval.tasks import make_task
+
+
+@dataclass
+class Cell:
+    """One (model, system, task) run of the suite."""
+
+    model: str
+    system: str
+    task: str  # the task's canonical name
+    cfg: EvalConfig
+    total: int = 0  # problems x samples
+    done: int = 0
+    summary: dict[str, Any] | None = None
+    failure: str | None = None  # the run raised instead of returning a summary
+
+    @property
+    def label(self) -> str:
+        return f"{self.task}/{self.system}/{slug(self.model)}"
+
+
+@dataclass
+class SuitePlan:
+    models: list[str]
+    systems: list[str]
+    tasks: list[str]
+    template: EvalConfig  # everything but model, system, task and data files
+    data_files: dict[str, str | None] = field(default_factory=dict)
+
+
+def parse_data_files(values: list[str] | None, tasks: list[str]) -> dict[str, str | None]:
+    """`--data-files PATH` (one task only) or `--data-files TASK=PATH` (repeatable), per task.
+
+    A value is read as TASK=PATH only when the part before '=' names a task, so paths that
+    contain '=' still work.
+    """
+    canonical = [make_task(t).name for t in tasks]
+    out: dict[str, str | None] = dict.fromkeys(canonical)
+    plain: list[str] = []
+    for value in values or []:
+        head, sep, tail = value.partition("=")
+        name = None
+        if sep:
+            try:
+                name = make_task(head).name
+            except ConfigError:
+                name = None
+        if name is None:
+            plain.append(value)
+            continue
+        if name not in out:
+            raise ConfigError(f"--data-files {value!r} names task {head!r}, which is not in --task")
+        out[name] = tail
+    if plain:
+        if len(plain) > 1 or len(canonical) > 1:
+            raise ConfigError("with several --task values give --data-files as TASK=PATH, one per task")
+        out[canonical[0]] = plain[0]
+    return out
+
+
+async def served_models(base_urls: list[str], api_key: str | None = None) -> dict[str, list[str] | None]:
+    """Each endpoint's model list from GET /models (None: it has no list, i.e. answered 404)."""
+    headers = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
+    out: dict[str, list[str] | None] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0)) as session:
+        for url in base_urls:
+            base = normalize_base_url(url)
+            try:
+                async with session.get(f"{base}/models", headers=headers) as r:
+                    status, body = r.status, await r.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ConfigError(f"cannot reach endpoint {base} ({type(exc).__name__})") from exc
+            if status == 404:
+                out[base] = None
+                continue
+            if status != 200:
+                raise ConfigError(f"endpoint {base} answered GET /models with HTTP {status}")
+            try:
+                out[base] = [str(m["id"]) for m in json.loads(body).get("data", [])]
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise ConfigError(f"endpoint {base} returned a malformed model list") from exc
+    return out
+
+
+def route(models: list[str], served: dict[str, list[str] | None]) -> dict[str, list[str]]:
+    """model -> the endpoints that list it (endpoints without a model list take any model).
+    A model no endpoint serves is a ConfigError (one line, exit 2)."""
+    routes: dict[str, list[str]] = {}
+    for model in models:
+        urls = [u for u, names in served.items() if names is None or model in names]
+        if not urls:
+            listed = "; ".join(f"{u}: {', '.join(n or []) or 'none'}" for u, n in served.items())
+            raise ConfigError(f"model {model!r} is served by no --base-url ({listed})")
+        routes[model] = urls
+    return routes
+
+
+class SharedPool:
+    """One HTTPClient per model, all over one set of endpoints and one concurrency limit.
+
+    Each client's EndpointPool is narrowed to the endpoints serving its model, but holds the
+    same `Endpoint` objects (so least-in-flight sees every model's requests) and the same
+    semaphore (so the suite as a whole never has more than `concurrency` calls in flight).
+    """
+
+    def __init__(self, routes: dict[str, list[str]], template: EvalConfig):
+        concurrency = template.concurrency or DEFAULT_CONCURRENCY
+        kwargs: dict[str, Any] = {"concurrency": concurrency, "api_key": os.environ.get("OPENAI_API_KEY")}
+        if template.request_timeout:
+            kwargs["timeout"] = template.request_timeout
+        if template.max_attempts:
+            kwargs["max_attempts"] = template.max_attempts
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.clients: dict[str, HTTPClient] = {}
+        endpoints: dict[str, Any] = {}
+        for model, urls in routes.items():
+            client = HTTPClient(model, urls, **kwargs)
+            shared = []
+            for ep in client.pool.endpoints:
+                shared.append(endpoints.setdefault(ep.base, ep))
+            client.pool.endpoints = shared
+            client.pool._semaphore = self.semaphore
+            self.clients[model] = client
+
+    def sent_per_endpoint(self) -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for client in self.clients.values():
+            for ep in client.pool.endpoints:
+                seen[ep.base] = ep.sent
+        return seen
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
+
+
+def plan_cells(plan: SuitePlan) -> list[Cell]:
+    """Cells in table order (task, system, model); the runs themselves all start at once."""
+    cells = []
+    for task in plan.tasks:
+        for system in plan.systems:
+            for model in plan.models:
+                cfg = replace(
+                    plan.template,
+                    task=task,
+                    system=system,
+                    model=model,
+                    data_files=plan.data_files.get(task),
+                )
+                cells.append(Cell(model, system, task, cfg))
+    return cells
+
+
+def count_problems(plan: SuitePlan) -> dict[str, int]:
+    """Problems per task after --limit; loads each dataset once, before any call (bad data or
+    a missing file is a ConfigError here, not in the middle of the suite)."""
+    counts = {}
+    for task_name in plan.tasks:
+        task = make_task(task_name)
+        problems = task.load(data_files=plan.data_files.get(task_name), seed=plan.template.seed)
+        if plan.template.limit is not None:
+            problems = problems[: plan.template.limit]
+        if not problems:
+            raise ConfigError(f"no problems to run for {task_name} (empty data or --limit 0)")
+        counts[task_name] = len(problems)
+    return counts
+
+
+def _done_before(cell: Cell) -> int:
+    """Samples of this cell finished by an earlier run (resume), read without touching the file."""
+    if cell.cfg.fresh or (cell.system == "vote" and cell.cfg.votes is None):
+        return 0
+    task, system = make_task(cell.task), cell.system
+    name = f"{task.name}-{system}-{slug(cell.model)}-{config_hash(cell.cfg.identity(cell.model))}"
+    path = Path(cell.cfg.output) / name / "samples.jsonl"
+    if not path.is_file():
+        return 0
+    ok: set[str] = set()
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                continue
+            (ok.discard if rec.get("error") else ok.add)(rec.get("key"))
+    return min(len(ok), cell.total)
+
+
+class SuiteProgress:
+    """One bar for the whole suite, with the number of cells finished and errors so far."""
+
+    def __init__(self, console: Console, cells: list[Cell], enabled: bool):
+        self.cells = cells
+        self.errors = 0
+        self._bar = Progress(
+            TextColumn("[bold]suite"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            disable=not enabled,
+        )
+        total = sum(c.total for c in cells)
+        self._task = self._bar.add_task("suite", total=total, completed=sum(c.done for c in cells), stats="")
+
+    def __enter__(self) -> SuiteProgress:
+        self._bar.__enter__()
+        self._refresh()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._refresh()
+        self._bar.__exit__(*exc)
+
+    def hook(self, cell: Cell) -> Callable[[dict[str, Any]], None]:
+        def on_record(record: dict[str, Any]) -> None:
+            cell.done += 1
+            self.errors += bool(record.get("error"))
+            self._refresh()
+
+        return on_record
+
+    def _refresh(self) -> None:
+        finished = sum(c.summary is not None or c.failure is not None for c in self.cells)
+        stats = f"cells {finished}/{len(self.cells)}"
+        if self.errors:
+            stats += f"  [red]{self.errors} errors[/red]"
+        self._bar.update(self._task, completed=sum(min(c.done, c.total) for c in self.cells), stats=stats)
+
+
+async def run_suite(plan: SuitePlan, console: Console | None = None, progress: bool = True) -> list[Cell]:
+    """Run every cell (ConfigError before any call on bad input); returns the cells with their
+    summaries, or the one-line failure of a cell that raised."""
+    console = console or Console(stderr=True)
+    template = plan.template
+    if template.samples < 1:
+        raise ConfigError("--samples must be at least 1")
+    for system in plan.systems:
+        make_system(system, autogen_client=template.autogen_client)
+    counts = count_problems(plan)
+    pool: SharedPool | None = None
+    local: dict[str, ModelClient] = {}
+    if template.base_urls:
+        served = await served_models(template.base_urls, os.environ.get("OPENAI_API_KEY"))
+        if not plan.models:
+            plan.models = list(dict.fromkeys(n for names in served.values() for n in names or []))
+            if not plan.models:
+                raise ConfigError("--model is required: no endpoint lists its models")
+        pool = SharedPool(route(plan.models, served), template)
+    else:
+        if "autogen" in plan.systems and template.autogen_client == "openai":
+            raise ConfigError("--autogen-client openai needs --base-url")
+        plan.models = plan.models or [default_model()]
+    cells = plan_cells(plan)
+    for cell in cells:
+        cell.total = counts[cell.task] * template.samples
+        cell.done = _done_before(cell)
+    try:
+        if pool is None:
+            for model in plan.models:
+                local[model] = make_client(
+                    model, [], concurrency=template.concurrency, engine=template.engine
+                )
+        with SuiteProgress(console, cells, progress) as bar:
+            await _run_cells(cells, pool, local, console, bar)
+    finally:
+        if pool is not None:
+            await pool.aclose()
+        for client in local.values():
+            await client.aclose()
+    return cells
+
+
+async def _run_cells(
+    cells: list[Cell],
+    pool: SharedPool | None,
+    local: dict[str, ModelClient],
+    console: Console,
+    bar: SuiteProgress,
+) -> None:
+    mad_done = {(c.model, c.task): asyncio.Event() for c in cells if c.system == "mad"}
+
+    async def one(cell: Cell) -> None:
+        waits = cell.system == "vote" and cell.cfg.votes is None and (cell.model, cell.task) in mad_done
+        if waits:  # compute-matched: the vote count comes from this mad run's calls per sample
+            await mad_done[(cell.model, cell.task)].wait()
+        client = pool.clients[cell.model] if pool is not None else local[cell.model]
+        try:
+            cell.summary = await run_eval(
+                cell.cfg,
+                client=client,
+                console=console,
+                progress=False,
+                close_client=False,
+                on_record=bar.hook(cell),
+            )
+        except ConfigError as exc:
+            cell.failure = f"bad input: {exc}"
+        except Exception as exc:  # one broken cell must not take the others down
+            cell.failure = f"internal: {type(exc).__name__}: {exc}"
+        finally:
+            if cell.system == "mad":
+                mad_done[(cell.model, cell.task)].set()
+
+    await asyncio.gather(*(one(c) for c in cells))
+
+
+def suite_rows(cells: list[Cell], interval: Callable[[dict[str, Any]], tuple[float, float]]) -> list[dict]:
+    """The --json rows: one per cell, in table order."""
+    rows = []
+    for c in cells:
+        s = c.summary or {}
+        low, high = interval(s) if s else (None, None)
+        rows.append(
+            {
+                "model": c.model,
+                "system": c.system,
+                "task": c.task,
+                "run_dir": s.get("run_dir"),
+                "n": s.get("n"),
+                "samples": s.get("samples"),
+                "accuracy": s.get("accuracy"),
+                "ci_low": low,
+                "ci_high": high,
+                "errors": s.get("errors"),
+                **({"failure": c.failure} if c.failure else {}),
+            }
+        )
+    return rows

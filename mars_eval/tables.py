@@ -1,0 +1,189 @@
+"""The suite's tables: model x system x task cells with 95% intervals, and paired comparisons.
+
+Cells come from run folders (`rundirs.RunDir`). Intervals are `stats.cluster_ci` over the
+per-problem means of the scored samples (errored samples are left out, as in the accuracy);
+the comparison of a model with the first one named is `stats.paired_compare` over the problems
+both runs scored. Used by `suite` (terminal table, --json), `report` (HTML, Markdown) and tests.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from mars_eval import stats
+from mars_eval.rundirs import RunDir
+
+
+@dataclass
+class MasCell:
+    model: str
+    system: str
+    task: str
+    accuracy: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int  # problems with at least one scored sample
+    samples: int
+    errors: int
+    run: RunDir
+    step: int | None = None
+    scores: dict[str, list[float]] = field(default_factory=dict)  # problem id -> sample scores
+
+
+def per_problem_scores(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """problem id -> the scores (1.0 right, 0.0 wrong) of its scored samples, in sample order."""
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for r in records:
+        if r.get("error"):
+            continue
+        out[str(r["problem_id"])].append((int(r.get("sample", 0)), 1.0 if r.get("correct") else 0.0))
+    return {p: [s for _, s in sorted(v)] for p, v in out.items()}
+
+
+def interval(scores: dict[str, list[float]]) -> tuple[float | None, float | None, float | None]:
+    """(accuracy, low, high) with a 95% interval; Nones when nothing was scored.
+
+    One sample per problem: the Wilson interval of the rate (the t interval of 0/1 values
+    collapses to a point at 0% and 100%). Several: the clustered interval (problems as clusters).
+    """
+    if not scores:
+        return None, None, None
+    if all(len(v) == 1 for v in scores.values()):
+        ci = stats.wilson(int(sum(v[0] for v in scores.values())), len(scores))
+    else:
+        ci = stats.cluster_ci(list(scores.values()))
+    return ci.estimate, ci.low, ci.high
+
+
+def mas_cells(runs: list[RunDir]) -> list[MasCell]:
+    """One cell per (model, system, task); when a folder holds several runs of one cell (other
+    settings), the one whose summary was written last wins."""
+    latest: dict[tuple[str, str, str], RunDir] = {}
+    for run in runs:
+        if run.kind != "mas":
+            continue
+        key = (run.model, run.system, run.task)
+        if key not in latest or _mtime(run) >= _mtime(latest[key]):
+            latest[key] = run
+    cells = []
+    for (model, system, task), run in latest.items():
+        scores = per_problem_scores(run.records)
+        acc, low, high = interval(scores)
+        errors = sum(1 for r in run.records if r.get("error"))
+        samples = int(run.summary.get("samples") or max((len(v) for v in scores.values()), default=1))
+        cells.append(
+            MasCell(model, system, task, acc, low, high, len(scores), samples, errors, run, run.step, scores)
+        )
+    return cells
+
+
+def _mtime(run: RunDir) -> float:
+    for name in ("summary.json", "samples.jsonl", "config.json"):
+        path = run.path / name
+        if path.exists():
+            return path.stat().st_mtime
+    return 0.0
+
+
+def ordered(values: list[str], first: list[str] | None = None) -> list[str]:
+    """Distinct values, those named in `first` first (in that order), the rest sorted."""
+    first = [v for v in (first or []) if v in values]
+    return list(dict.fromkeys([*first, *sorted(set(values) - set(first))]))
+
+
+def model_order(cells: list[MasCell], named: list[str] | None = None) -> list[str]:
+    """Models as named; else checkpoints by training step, then the rest by name."""
+    models = list({c.model for c in cells})
+    if named:
+        return ordered(models, named)
+    steps = {c.model: c.step for c in cells}
+    return sorted(models, key=lambda m: (steps[m] is None, steps[m] or 0, m))
+
+
+@dataclass
+class Comparison:
+    system: str
+    task: str
+    base: str
+    model: str
+    result: stats.PairedResult
+
+
+def compare_to_first(cells: list[MasCell], models: list[str]) -> list[Comparison]:
+    """Each model against the first, per system and task, paired on the problems both scored."""
+    by_key = {(c.model, c.system, c.task): c for c in cells}
+    out = []
+    if len(models) < 2:
+        return out
+    base = models[0]
+    for system in ordered([c.system for c in cells]):
+        for task in ordered([c.task for c in cells]):
+            a = by_key.get((base, system, task))
+            if a is None:
+                continue
+            for model in models[1:]:
+                b = by_key.get((model, system, task))
+                if b is None:
+                    continue
+                pairs = paired_scores(a.scores, b.scores)
+                if not pairs:
+                    continue
+                out.append(Comparison(system, task, base, model, stats.paired_compare(pairs)))
+    return out
+
+
+def paired_scores(
+    a: dict[str, list[float]], b: dict[str, list[float]]
+) -> dict[str, list[tuple[float, float]]]:
+    """problem -> (score_a, score_b) for the sample indices both runs scored (in sample order)."""
+    out = {}
+    for problem in a.keys() & b.keys():
+        n = min(len(a[problem]), len(b[problem]))
+        if n:
+            out[problem] = list(zip(a[problem][:n], b[problem][:n], strict=True))
+    return out
+
+
+def fmt_pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def fmt_delta_pct(x: float | None) -> str:
+    """A difference of two accuracies in points, its interval end clipped to [-100, 100] (the
+    t interval of a few paired problems can reach past what a difference can be)."""
+    return "–" if x is None else f"{100 * min(1.0, max(-1.0, x)):.1f}"
+
+
+def fmt_cell(c: MasCell | None) -> str:
+    """'46.7 [38.1, 55.0]' (percent, 95% interval), '–' for a missing cell."""
+    if c is None or c.accuracy is None:
+        return "–"
+    return f"{fmt_pct(c.accuracy)} [{fmt_pct(c.ci_low)}, {fmt_pct(c.ci_high)}]"
+
+
+def paper_table(
+    cells: list[MasCell], models: list[str], tasks: list[str] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The paper's layout: one row per (system, model), one column per task (header, rows)."""
+    tasks = ordered([c.task for c in cells], tasks)
+    by_key = {(c.model, c.system, c.task): c for c in cells}
+    rows = []
+    for system in ordered([c.system for c in cells], ["single", "mad", "autogen", "debate", "vote"]):
+        for model in models:
+            if not any((model, system, t) in by_key for t in tasks):
+                continue
+            rows.append([system, model, *(fmt_cell(by_key.get((model, system, t))) for t in tasks)])
+    return ["system", "model", *tasks], rows
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured Markdown table (pipes in values escaped)."""
+
+    def esc(value: str) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

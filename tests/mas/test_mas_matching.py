@@ -1,0 +1,133 @@
+"""`vote` is compute-matched to the newest finished `mad` run: same calls per sample (half up)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from mars_eval.mas.matching import find_mad_match, match_summary, round_half_up
+from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.tasks import make_task
+from tests.support.scripted_policy import Reply, ScriptedRequest
+
+N = 4
+NO_VERDICT = json.dumps(
+    {"Whether there is a preference": "No", "Supported Side": "", "Reason": "unclear", "debate_answer": ""}
+)
+
+
+class DebatePolicy:
+    """Problem i: the moderator decides in round `decide[i]` (0: never, so the judge decides).
+
+    With decide = [1, 2, 2, 0] a 3-round mad run spends 3, 6, 6 and 3 * 3 + 2 = 11 calls:
+    6.5 per sample, which rounds half up to 7 (Python's round() gives 6; the old default was 5).
+    """
+
+    def __init__(self, golds: dict[str, str], decide: list[int]):
+        self.golds = golds
+        self.decide = dict(zip(golds, decide, strict=True))
+
+    def __call__(self, req: ScriptedRequest) -> Reply:
+        question = next(q for q in self.golds if q in req.prompt)
+        gold, last = self.golds[question], req.messages[-1]["content"]
+        rounds = ("first", "second", "third")
+        if "round of the debate is over" in last:
+            rnd = next(i + 1 for i, r in enumerate(rounds) if f"The {r} round" in last)
+            if rnd == self.decide[question]:
+                return Reply(content=json.dumps({"Supported Side": "Affirmative", "debate_answer": gold}))
+            return Reply(content=NO_VERDICT)
+        if "candidates" in last:
+            return Reply(content=f"{gold}")
+        if "debate_answer" in last:  # the judge's pick
+            return Reply(content=json.dumps({"Reason": "r", "debate_answer": gold}))
+        return Reply(content=f"I think it is \\boxed{{{gold}}}.", reasoning_content="thinking " * 5)
+
+
+def test_round_half_up():
+    assert [round_half_up(x) for x in (6.5, 4.5, 8.2, 8.5, 1.0, 0.4)] == [7, 5, 8, 9, 1, 0]
+    assert round(6.5) == 6  # why round() is not used
+
+
+def test_mad_then_vote_spends_the_same_calls_per_sample(scripted_server, tmp_path):
+    problems = make_task("arith").load()[:N]
+    golds = {p.question: p.gold for p in problems}
+    srv = scripted_server(DebatePolicy(golds, [1, 2, 2, 0]))
+
+    def cfg(system: str) -> EvalConfig:
+        return EvalConfig(
+            task="arith",
+            system=system,
+            model="scripted-model",
+            base_urls=[srv.base_url],
+            limit=N,
+            output=str(tmp_path),
+        )
+
+    mad = asyncio.run(run_eval(cfg("mad"), progress=False))
+    assert mad["errors"] == 0 and mad["accuracy"] == 1.0
+    assert mad["llm_calls_per_sample"] == pytest.approx(6.5)  # not 5, and halfway
+
+    before = len(srv.entries())
+    vote = asyncio.run(run_eval(cfg("vote"), progress=False))
+    assert vote["errors"] == 0
+    assert vote["llm_calls_per_sample"] == 7  # as many calls as the mad run, half up
+    assert len(srv.entries()) - before == 7 * N  # and really sent
+    mad_dir = Path(mad["run_dir"]).name
+    config = json.loads((Path(vote["run_dir"]) / "config.json").read_text())
+    assert config["votes"] == 7 and config["matched_to"] == mad_dir
+    assert vote["matched_run"] == mad_dir and vote["matched_votes"] == 7
+    assert vote["matched_calls_per_sample"] == pytest.approx(6.5)
+    mad_tokens = (mad["prompt_tokens"] + mad["completion_tokens"]) / N
+    vote_tokens = (vote["prompt_tokens"] + vote["completion_tokens"]) / N
+    assert vote["token_ratio_vote_mad"] == pytest.approx(vote_tokens / mad_tokens)
+    assert 0 < vote["token_ratio_vote_mad"] < 1  # debates re-send growing histories
+
+    # The same command again resumes the same run (same match) and sends nothing.
+    again = asyncio.run(run_eval(cfg("vote"), progress=False))
+    assert again["run_dir"] == vote["run_dir"] and len(srv.entries()) - before == 7 * N
+
+    # --votes overrides the match: no matched run in config or summary.
+    explicit = cfg("vote")
+    explicit.votes = 2
+    two = asyncio.run(run_eval(explicit, progress=False))
+    assert two["llm_calls_per_sample"] == 2 and "matched_run" not in two
+    assert "matched_to" not in json.loads((Path(two["run_dir"]) / "config.json").read_text())
+
+
+def test_no_mad_run_means_the_default_and_no_match(tmp_path):
+    assert find_mad_match(tmp_path, "arith", "m") is None
+    assert match_summary(None, []) == {}
+
+
+def test_newest_finished_mad_run_of_the_same_task_and_model_wins(tmp_path):
+    import os
+
+    def write(name: str, calls: float, mtime: int, summary: bool = True) -> None:
+        run = tmp_path / name
+        run.mkdir()
+        if summary:
+            body = {
+                "llm_calls_per_sample": calls,
+                "llm_calls": calls * 2,
+                "prompt_tokens": 10,
+                "completion_tokens": 6,
+            }
+            (run / "summary.json").write_text(json.dumps(body))
+            os.utime(run / "summary.json", (mtime, mtime))
+
+    write("arith-mad-m-old", 3.0, 1000)
+    write("arith-mad-m-new", 8.2, 2000)
+    write("arith-mad-m-unfinished", 0, 3000, summary=False)
+    write("arith-mad-other-x", 11.0, 4000)
+    write("aime24-mad-m-x", 11.0, 4000)
+    write("arith-mad-m-2-x", 11.0, 4000)  # model "m-2", not "m"
+    match = find_mad_match(tmp_path, "arith", "m")
+    assert match == {
+        "run": "arith-mad-m-new",
+        "mad_calls_per_sample": 8.2,
+        "mad_tokens_per_sample": 8.0,
+        "votes": 8,
+    }

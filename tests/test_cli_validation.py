@@ -1,0 +1,212 @@
+"""Bad flags are refused with one line on stderr and exit 2, before any work (issue 10, item 7).
+
+Most cases run `mars-eval`'s entry point in-process (fast) with the work itself replaced by a
+function that fails the test, so a check that only fires after the model or the dataset has
+loaded is caught. A few drive the installed console scripts as a user would.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mars_eval import cli
+from tests.support.cli import run_cli
+
+
+def _no_work(*args: object, **kwargs: object) -> None:
+    raise AssertionError("work started before the bad flag was refused")
+
+
+def run_main(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> tuple:
+    """(exit code, stdout, stderr) of `mars-eval ARGV` run in this process, with no work allowed."""
+    import mars_eval.games.runner
+    import mars_eval.models
+    import mars_eval.runner
+
+    monkeypatch.setattr(mars_eval.runner, "run_eval", _no_work)
+    monkeypatch.setattr(mars_eval.games.runner, "games_command", _no_work)
+    monkeypatch.setattr(mars_eval.models, "make_client", _no_work)
+    monkeypatch.setattr(sys, "argv", ["mars-eval", *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def assert_one_line(code: object, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert "Traceback" not in err
+
+
+MAS = ["mas", "--task", "arith"]
+BAD_MAS_FLAGS = [
+    (["--limit", "0"], "--limit"),
+    (["--limit", "-3"], "--limit"),
+    (["--samples", "0"], "--samples"),
+    (["--votes", "0", "--system", "vote"], "--votes"),
+    (["--rounds", "0", "--system", "mad"], "--rounds"),
+    (["--agents", "0", "--system", "debate"], "--agents"),
+    (["--concurrency", "-1"], "--concurrency"),
+    (["--concurrency", "0"], "--concurrency"),
+    (["--max-tokens", "0"], "--max-tokens"),
+    (["--temperature", "-0.1"], "--temperature"),
+    (["--top-p", "0"], "--top-p"),
+    (["--top-p", "1.5"], "--top-p"),
+    (["--top-k", "-2"], "--top-k"),
+    (["--min-p", "2"], "--min-p"),
+    (["--max-attempts", "0"], "--max-attempts"),
+    (["--request-timeout", "0"], "--request-timeout"),
+    (["--base-url", "127.0.0.1:8000/v1"], "--base-url"),
+    (["--base-url", "ftp://127.0.0.1/v1"], "--base-url"),
+    (["--base-url", "http://"], "--base-url"),
+    (["--base-url", "http://h:notaport/v1"], "--base-url"),
+]
+
+
+@pytest.mark.parametrize(("flags", "flag"), BAD_MAS_FLAGS, ids=[" ".join(f) for f, _ in BAD_MAS_FLAGS])
+def test_mas_rejects_bad_flag(flags, flag, monkeypatch, capsys) -> None:
+    code, _, err = run_main([*MAS, *flags], monkeypatch, capsys)
+    assert_one_line(code, err, flag)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--top-k", "-1"],
+        ["--top-k", "0"],
+        ["--top-p", "1"],
+        ["--temperature", "0"],
+        ["--limit", "1", "--samples", "1", "--concurrency", "1", "--max-tokens", "1"],
+        ["--base-url", "https://example.org/v1", "--model", "m"],
+    ],
+)
+def test_mas_accepts_edge_values(flags, monkeypatch, capsys, tmp_path) -> None:
+    """Values at the edge of each range pass validation and reach the run (here: a stub)."""
+    with pytest.raises(AssertionError, match="work started"):
+        run_main([*MAS, "--output", str(tmp_path), *flags], monkeypatch, capsys)
+
+
+def test_base_url_with_password_is_refused_without_echoing_it(monkeypatch, capsys) -> None:
+    code, out, err = run_main([*MAS, "--base-url", "http://me:s3cret@host:8000/v1"], monkeypatch, capsys)
+    assert_one_line(code, err, "--base-url", "user:password")
+    assert "s3cret" not in err + out
+
+
+def test_output_that_is_a_file_or_below_a_file(monkeypatch, capsys, tmp_path) -> None:
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    for output, needle in ((a_file, "is a file"), (a_file / "runs", "cannot be created")):
+        for command in (MAS, ["games", "--agent", "random", "--games", "tic_tac_toe"]):
+            code, _, err = run_main([*command, "--output", str(output)], monkeypatch, capsys)
+            assert_one_line(code, err, "--output", needle)
+
+
+def test_games_rejects_bad_flags(monkeypatch, capsys) -> None:
+    games = ["games", "--games", "tic_tac_toe", "--opponents", "random"]
+    for flags, flag in (
+        (["--concurrency", "-1", "--agent", "random"], "--concurrency"),
+        (["--episodes", "0", "--agent", "random"], "--episodes"),
+        (["--max-tokens", "0", "--model", "results/tiny"], "--max-tokens"),
+        (["--temperature", "-1", "--model", "results/tiny"], "--temperature"),
+        (["--base-url", "localhost:8000", "--model", "m"], "--base-url"),
+    ):
+        code, _, err = run_main([*games, *flags], monkeypatch, capsys)
+        assert_one_line(code, err, flag)
+
+
+def test_missing_model_folder_is_named_at_once(monkeypatch, capsys, tmp_path) -> None:
+    """A folder path that does not exist is not taken for a hub id (issue 10, item 8)."""
+    for model in (str(tmp_path / "nope"), "results/tiny-typo", "./ckpt"):
+        code, _, err = run_main([*MAS, "--model", model], monkeypatch, capsys)
+        assert_one_line(code, err, "no such model folder", model)
+        code, _, err = run_main(["games", "--model", model], monkeypatch, capsys)
+        assert_one_line(code, err, "no such model folder")
+
+
+def test_folder_without_a_model_says_so(monkeypatch, capsys, tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run_main([*MAS, "--model", str(empty)], monkeypatch, capsys)
+    assert_one_line(code, err, "holds no model", "config.json")
+    (empty / "config.json").write_text("{}")
+    code, _, err = run_main([*MAS, "--model", str(empty)], monkeypatch, capsys)
+    assert_one_line(code, err, "holds no model weights")
+
+
+def test_served_model_name_is_not_checked_as_a_folder(monkeypatch, capsys, tmp_path) -> None:
+    """With --base-url, --model is the name the server gives; a path there is the server's."""
+    with pytest.raises(AssertionError, match="work started"):
+        run_main(
+            [
+                *MAS,
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--model",
+                "/ckpt/step-200",
+                "--output",
+                str(tmp_path),
+            ],
+            monkeypatch,
+            capsys,
+        )
+
+
+# --- the real console scripts ---------------------------------------------------------------
+def test_console_script_negative_concurrency_exits_2_at_once(tmp_path: Path) -> None:
+    """`--concurrency -1` used to hang; now one line and exit 2, well inside the timeout."""
+    res = run_cli([*MAS, "--concurrency", "-1", "--output", str(tmp_path)], timeout=60)
+    assert res.returncode == 2, res.describe()
+    assert res.stderr.strip().splitlines() == ["error: --concurrency must be at least 1 (got -1)"]
+    assert res.stdout == ""
+
+
+def test_console_script_output_file_exits_2_before_model_load(tmp_path: Path) -> None:
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    res = run_cli(["games", "--model", "results/tiny", "--output", str(a_file / "sub")], timeout=60)
+    assert res.returncode == 2, res.describe()
+    assert len(res.stderr.strip().splitlines()) == 1, res.describe()
+    assert "cannot be created" in res.stderr
+
+
+# --- mars-train ------------------------------------------------------------------------------
+def _train(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> tuple:
+    import training.trainer
+    from training.cli import main
+
+    monkeypatch.setattr(training.trainer.Trainer, "run", _no_work)
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def test_train_output_checks(monkeypatch, capsys, tmp_path) -> None:
+    a_file = tmp_path / "f"
+    a_file.write_text("")
+    foreign = tmp_path / "photos"
+    foreign.mkdir()
+    (foreign / "holiday.jpg").write_text("")
+    for output, needle in (
+        (a_file, "is a file"),
+        (a_file / "run", "cannot be created"),
+        (foreign, "mars-train did not make"),
+    ):
+        code, err = _train(["--preset", "micro", "--output", str(output)], monkeypatch, capsys)
+        assert_one_line(code, err, "--output", needle)
+    assert sorted(p.name for p in foreign.iterdir()) == ["holiday.jpg"]
+
+
+def test_train_output_accepts_new_empty_and_own_folders(monkeypatch, capsys, tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    own = tmp_path / "own"
+    (own / "checkpoints").mkdir(parents=True)
+    for output in (tmp_path / "new" / "run", empty, own):
+        with pytest.raises(AssertionError, match="work started"):
+            _train(["--preset", "micro", "--output", str(output), "--resume"], monkeypatch, capsys)

@@ -1,0 +1,240 @@
+"""`mars-eval compare`: paired statistics of two run folders, bad input, games runs, and an
+independent end-to-end check on two runs made against scripted endpoints."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from mars_eval.compare import compare_command, compare_games, compare_mas, load_run
+from mars_eval.models.base import ConfigError
+from tests.support.cli import mas_args, run_cli
+from tests.support.datasets import write_aime_set
+
+
+def mcnemar_by_hand(b: int, c: int) -> float:
+    n = b + c
+    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
+
+
+def write_run(
+    path: Path, correct: dict[str, list[bool | None]], config: dict | None = None, task: str = "aime24"
+) -> Path:
+    """A mas run folder: problem id -> per-sample correctness (None: the sample errored)."""
+    path.mkdir(parents=True)
+    cfg = {"task": task, "system": "single", "model": path.name, "seed": 0, "params": {"temperature": 0.6}}
+    cfg.update(config or {})
+    (path / "config.json").write_text(json.dumps(cfg))
+    lines = []
+    for pid, samples in correct.items():
+        for k, c in enumerate(samples):
+            rec = {"key": f"{pid}#{k}", "problem_id": pid, "sample": k, "answer": "1"}
+            rec |= (
+                {"correct": c, "error": None} if c is not None else {"correct": None, "error": "model access"}
+            )
+            lines.append(json.dumps(rec))
+    (path / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    (path / "summary.json").write_text(json.dumps({"task": task, "system": cfg["system"], "n": len(correct)}))
+    return path
+
+
+def test_k1_delta_mcnemar_and_left_out(tmp_path):
+    a = {str(i): [i < 12] for i in range(20)}
+    b = {str(i): [i < 10 or 12 <= i < 18] for i in range(20)}
+    a["5"] = [None]  # errored in A: problem 5 is left out of the pairing
+    b["20"] = [True]  # only in B
+    out = compare_mas(load_run(write_run(tmp_path / "A", a)), load_run(write_run(tmp_path / "B", b)))
+    # Paired problems 0..19 except 5: A right on 0..11 (11 of 19), B on 0..9 and 12..17 (15 of 19).
+    assert out["n_paired"] == 19
+    assert out["accuracy_a"] == pytest.approx(11 / 19) and out["accuracy_b"] == pytest.approx(15 / 19)
+    assert out["delta"] == pytest.approx(4 / 19)
+    assert out["test"] == "mcnemar-exact"
+    assert (out["right_only_in_a"], out["right_only_in_b"]) == (2, 6)
+    assert out["p_value"] == pytest.approx(mcnemar_by_hand(2, 6))
+    assert out["left_out"] == {"only_in_a": 0, "only_in_b": 1, "errored_in_a": 1, "errored_in_b": 0}
+    assert {c["problem_id"] for c in out["changed"]} == {"10", "11", *map(str, range(12, 18))}
+    assert out["ci_low"] < out["delta"] < out["ci_high"] and out["mde"] > 0
+    assert out["bootstrap_ci_low"] <= out["delta"] <= out["bootstrap_ci_high"]
+
+
+def test_k_samples_pair_by_sample_index(tmp_path):
+    a = {"p1": [True, False, True, False], "p2": [False] * 4, "p3": [True] * 4}
+    b = {"p1": [True, True, True, None], "p2": [False, True, False, False], "p3": [True] * 4}
+    out = compare_mas(load_run(write_run(tmp_path / "A", a)), load_run(write_run(tmp_path / "B", b)))
+    # p1 pairs samples 0..2 only (3 errored in B): A 2/3, B 3/3.
+    assert out["n_paired"] == 3 and out["n_pairs"] == 11
+    assert out["accuracy_a"] == pytest.approx((2 / 3 + 0 + 1) / 3)
+    assert out["accuracy_b"] == pytest.approx((1 + 0.25 + 1) / 3)
+    assert out["test"] == "sign-flip-permutation"
+    assert out["p_value"] == pytest.approx(0.5)  # d = (1/3, 1/4, 0): 2 of 4 sign patterns as extreme
+
+
+def test_warnings_for_config_differences(tmp_path, capsys):
+    a = write_run(tmp_path / "A", {"1": [True], "2": [False]}, {"seed": 0})
+    b = write_run(tmp_path / "B", {"1": [True], "2": [True]}, {"seed": 1, "params": {"temperature": 0.7}})
+    assert compare_command(str(a), str(b), json_out=True) == 0
+    cap = capsys.readouterr()
+    warnings = [ln for ln in cap.err.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 2 and any("seed" in w for w in warnings)
+    assert any("params.temperature" in w for w in warnings)
+    out = json.loads(cap.out.strip().splitlines()[-1])
+    assert {"a", "b", "n_paired", "accuracy_a", "accuracy_b", "delta", "se", "ci_low", "ci_high"} <= set(out)
+    assert out["p_value"] == 1.0 and out["test"] == "mcnemar-exact" and len(out["warnings"]) == 2
+
+
+def test_warns_when_k_differs(tmp_path):
+    from mars_eval.compare import config_warnings
+
+    a = load_run(write_run(tmp_path / "A", {"1": [True, False, True], "2": [False] * 3}))
+    b = load_run(write_run(tmp_path / "B", {"1": [True], "2": [True]}))
+    assert config_warnings(a, b) == [
+        "A has 3 samples per problem, B 1: only sample indices in both are paired"
+    ]
+    out = compare_mas(a, b)
+    assert out["n_pairs"] == 2 and out["left_out"]["only_in_a"] == 4 and out["delta"] == pytest.approx(0.5)
+
+
+def test_bad_input_is_config_error(tmp_path):
+    a = write_run(tmp_path / "A", {"1": [True]})
+    with pytest.raises(ConfigError, match="different tasks"):
+        compare_mas(load_run(a), load_run(write_run(tmp_path / "B", {"1": [True]}, task="gpqa-diamond")))
+    with pytest.raises(ConfigError, match="no problem in common"):
+        compare_mas(load_run(a), load_run(write_run(tmp_path / "C", {"9": [True]})))
+    with pytest.raises(ConfigError, match="not a run folder"):
+        load_run(tmp_path / "missing")
+
+
+def test_cli_exit_2_with_one_line(tmp_path):
+    a = write_run(tmp_path / "A", {"1": [True]})
+    b = write_run(tmp_path / "B", {"1": [True]}, task="gpqa-diamond")
+    res = run_cli(["compare", str(a), str(b), "--json"], timeout=60)
+    assert res.returncode == 2, res.describe()
+    assert res.stderr.strip().count("\n") == 0 and "different tasks" in res.stderr
+
+
+def write_games_run(path: Path, returns: dict[tuple[str, str, str, int], float]) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"command": "games", "model": path.name, "seed": 0}))
+    lines = []
+    for (game, opp, seat, seed), ret in returns.items():
+        key = f"{game}|{opp}|{seat}|{seed}"
+        rec = {"key": key, "game": game, "opponent": opp, "seat": seat, "index": seed, "seed": 1000 + seed}
+        rec |= {"agent_return": ret, "invalid": False, "error": None}
+        lines.append(json.dumps(rec))
+    (path / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_games_pair_by_episode_seed(tmp_path):
+    ra = [1, -1, -1, 0, 1, -1, -1, 1, 0, -1]
+    rb = [1, 1, -1, 1, 1, 1, 0, 1, 1, -1]
+    a = write_games_run(tmp_path / "A", {("tic_tac_toe", "mcts100", "first", i): r for i, r in enumerate(ra)})
+    b = write_games_run(tmp_path / "B", {("tic_tac_toe", "mcts100", "first", i): r for i, r in enumerate(rb)})
+    out = compare_games(load_run(a), load_run(b))
+    (row,) = out["rows"]
+    assert row["n_paired"] == 10
+    assert row["delta_return"] == pytest.approx((sum(rb) - sum(ra)) / 10)
+    assert row["delta_normalized"] == pytest.approx(row["delta_return"] * 50)  # [-1, 1] -> [0, 100]
+    # Wins: A on 0, 4, 7; B on 0, 1, 3, 4, 5, 7, 8: discordant 0 vs 4.
+    assert row["win_rate_a"] == pytest.approx(0.3) and row["win_rate_b"] == pytest.approx(0.7)
+    assert row["win_p_value"] == pytest.approx(mcnemar_by_hand(0, 4))
+    assert row["test"] == "sign-flip-permutation"
+
+
+@pytest.mark.slow
+def test_end_to_end_two_scripted_runs(tmp_path, scripted_server):
+    """Two models on 20 AIME-like problems: A wrong on 0..7, B wrong on 0, 1 and 10. B gains 2..7
+    (6 problems) and loses 10 (1): delta = (17 - 12) / 20 = 0.25, McNemar p = 2 (1 + 7) / 2^7."""
+    runs = {}
+    for model, wrong in (("base-model", range(8)), ("trained-model", [0, 1, 10])):
+        data = write_aime_set(tmp_path / f"{model}.jsonl", n=20, wrong=wrong)
+        srv = scripted_server(data.policy, model=model)
+        res = run_cli(
+            mas_args(model=model, base_urls=[srv.base_url], output=tmp_path / "runs", data_files=data.path),
+            timeout=180,
+        )
+        assert res.returncode == 0, res.describe()
+        runs[model] = res.summary
+        assert res.summary["accuracy"] == pytest.approx(data.accuracy())
+        assert res.summary["ci_low"] < res.summary["accuracy"] < res.summary["ci_high"]
+    a, b = runs["base-model"]["run_dir"], runs["trained-model"]["run_dir"]
+    res = run_cli(["compare", a, b, "--json"], timeout=120)
+    assert res.returncode == 0, res.describe()
+    out = res.summary
+    assert out["n_paired"] == 20 and out["accuracy_a"] == pytest.approx(0.6)
+    assert out["accuracy_b"] == pytest.approx(0.85)
+    assert out["delta"] == pytest.approx(0.25)
+    assert out["p_value"] == pytest.approx(2 * (1 + 7) / 2**7) and out["test"] == "mcnemar-exact"
+    assert out["ci_low"] <= 0.25 <= out["ci_high"]
+    assert "detectable" in res.stdout and "problems that changed (7)" in res.stdout
+    # data_files differ between the two runs (one file per scripted model): one warning line.
+    assert res.stderr.count("warning:") == 1 and "data_files" in res.stderr
+
+
+def test_reference_figures_match_the_reference_notes_and_ship_as_package_data():
+    import re
+    import tomllib
+
+    from mars_eval import reference_figures as ref
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert ref.DATA_FILE in project["tool"]["setuptools"]["package-data"]["mars_eval"]
+    assert ref.paper_accuracy("aime", "mad", "Qwen/Qwen3-4B") == 40.0
+    assert ref.paper_accuracy("gpqa", "autogen", "Qwen3-4B") == 47.47
+    assert ref.paper_accuracy("aime", "mad", "someone/other-model") is None
+    assert ref.paper_label(ref.paper_accuracy("aime24", "mad", "qwen3-4b")) == "paper 40.00"
+    assert ref.paper_game_return("kuhn_poker", "second", "Qwen/Qwen3-4B") == 3.9
+    notes = Path(__file__).parents[2] / "shared" / "docs" / "mars-reference.md"
+    if not notes.is_file():
+        pytest.skip(f"{notes} not present")
+    systems = {"single": "single", "MAD": "mad", "AutoGen": "autogen"}
+    models = {"Qwen3-4B": "Qwen3-4B", "MARSHAL generalist": "marshal"}
+    rows = re.findall(
+        r"^\| (single|MAD|AutoGen) \| ([^|]+?) \| ([\d.]+) \| ([\d.]+) \|$", notes.read_text(), re.M
+    )
+    assert len(rows) == 5
+    for system, model, aime, gpqa in rows:
+        assert ref.paper_accuracy("aime24", systems[system], models[model]) == float(aime)
+        assert ref.paper_accuracy("gpqa-diamond", systems[system], models[model]) == float(gpqa)
+
+
+def test_summary_table_shows_interval_and_paper_figure():
+    from rich.console import Console
+
+    from mars_eval.report import print_summary_table
+
+    summary = {"system": "mad", "task": "aime24", "model": "Qwen/Qwen3-4B", "samples": 1, "n": 30}
+    summary |= {"accuracy": 0.4, "stderr": 0.09, "ci_low": 0.2166, "ci_high": 0.5834, "errors": 0}
+    summary |= {"llm_calls_per_sample": 3.0, "prompt_tokens": 1, "completion_tokens": 2}
+    summary |= {"wall_seconds": 1.0, "run_dir": "x"}
+    console = Console(width=120, record=True)
+    print_summary_table(summary, console)
+    text = console.export_text()
+    assert "[21.66%, 58.34%]" in text and "paper 40.00" in text
+
+
+@pytest.mark.slow
+def test_games_rows_carry_intervals_and_two_games_runs_compare(tmp_path):
+    from mars_eval.stats import wilson
+
+    base = ["games", "--games", "tic_tac_toe", "--opponents", "random", "--episodes", "12"]
+    base += ["--output", str(tmp_path), "--json"]
+    runs = []
+    for agent in ("random", "mcts10"):
+        res = run_cli([*base, "--agent", agent], timeout=180)
+        assert res.returncode == 0, res.describe()
+        runs.append(res.summary["run_dir"])
+        for row in res.summary["results"]:
+            wins = round(row["win_rate"] * row["episodes"])
+            w = wilson(wins, row["episodes"])
+            assert (row["win_rate_ci_low"], row["win_rate_ci_high"]) == pytest.approx((w.low, w.high))
+            assert -1 <= row["mean_return_ci_low"] <= row["mean_return"] <= row["mean_return_ci_high"] <= 1
+    res = run_cli(["compare", *runs, "--json"], timeout=120)
+    assert res.returncode == 0, res.describe()
+    out = res.summary
+    assert out["kind"] == "games" and out["n_paired"] == 24  # 12 episodes x 2 seats, paired by seed
+    assert {r["seat"] for r in out["rows"]} == {"first", "second"}
+    assert all(r["delta_win_rate"] == pytest.approx(r["win_rate_b"] - r["win_rate_a"]) for r in out["rows"])

@@ -1,0 +1,112 @@
+"""`mars-eval report`: the page's content from known runs, Markdown, and the page as a user sees
+it in real headless Chromium (no console errors, tables, plots, a transcript page, a screenshot)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mars_eval.html_report import Report, build_report
+from mars_eval.report_data import checkpoint_series
+from tests.support.browser import chromium_path, load_page
+from tests.support.cli import run_cli
+from tests.support.run_fixtures import INJECTION, N, make_runs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return make_runs(tmp_path_factory.mktemp("report") / "runs")
+
+
+def test_report_numbers(runs):
+    report = Report([str(runs)], models=["base-model", "trained-model"])
+    cells = {(c.model, c.system): c for c in report.cells}
+    assert cells[("base-model", "single")].accuracy == pytest.approx(5 / 6)
+    assert cells[("trained-model", "mad")].accuracy == pytest.approx(3 / 6)
+    errored = cells[("trained-model", "single")]
+    assert errored.errors == 1 and errored.n == N - 1 and errored.accuracy == pytest.approx(2 / 5)
+    for c in report.cells:
+        assert c.ci_low <= c.accuracy <= c.ci_high
+    comps = {(c.model, c.system): c.result for c in report.comparisons if c.base == "base-model"}
+    # mad: trained is wrong on problems 2 and 3 where base is right: delta -2/6, McNemar b=2, c=0.
+    mad = comps[("trained-model", "mad")]
+    assert mad.delta == pytest.approx(-2 / 6) and mad.b_only_a == 2 and mad.c_only_b == 0
+    assert mad.p_value == pytest.approx(0.5)
+    assert comps[("trained-model", "single")].n_paired == N - 1  # the errored problem is not paired
+    series = {(s.system, s.task): s for s in checkpoint_series(report.cells)}
+    points = series[("single", "arith")].points
+    assert [p.step for p in points] == [0, 10, 20]
+    assert [p.accuracy for p in points] == pytest.approx([2 / 6, 4 / 6, 1.0])
+    assert {r["game"] for r in report.games} == {"kuhn_poker"} and report.train_runs
+
+
+def test_markdown_report(runs, tmp_path):
+    out = tmp_path / "tables.md"
+    res = run_cli(["report", str(runs), "--format", "md", "--out", str(out), "--model", "base-model"])
+    assert res.returncode == 0, res.describe()
+    text = out.read_text()
+    assert "| system | model | arith |" in text
+    assert "| single | base-model | 83.3 [" in text  # 5/6 with its interval
+    assert "## Paired comparison" in text and "## Games" in text and "kuhn_poker" in text
+
+
+def test_bad_input_exit_2(tmp_path):
+    res = run_cli(["report", str(tmp_path / "missing")])
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.describe()
+    res = run_cli(["report", str(tmp_path), "--format", "pdf"])
+    assert res.returncode == 2 and "--format" in res.stderr, res.describe()
+    res = run_cli(["report", str(tmp_path)])  # a folder with no runs
+    assert res.returncode == 2 and "no run folders" in res.stderr, res.describe()
+
+
+@pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (.ci/run installs it)")
+def test_report_in_headless_chromium(runs, tmp_path):
+    page = build_report([str(runs)], str(tmp_path / "report.html"), models=["base-model", "trained-model"])
+    checks = {
+        "main_rows": "document.querySelectorAll('#main-table tbody tr').length",
+        "main_text": "document.querySelector('#main-table').innerText",
+        "bar_svg": "document.querySelectorAll('#accuracy-plot svg').length",
+        "comparison_rows": "document.querySelectorAll('#comparison-table tbody tr').length",
+        "checkpoint_svgs": "document.querySelectorAll('.checkpoint-plot svg').length",
+        "games_rows": "document.querySelectorAll('#games-table tbody tr').length",
+        "train_svgs": "document.querySelectorAll('.train-plot svg').length",
+        "grid_links": "Array.from(document.querySelectorAll('.grid a')).map(a => a.getAttribute('href'))",
+        "dynamics_rows": "document.querySelectorAll('#dynamics-table tbody tr').length",
+        "quality_text": "document.querySelector('#quality-table').innerText",
+        "plot_width": "document.querySelector('#accuracy-plot svg').getBoundingClientRect().width",
+    }
+    shot = tmp_path / "report.png"
+    res = load_page(page.as_uri(), checks, screenshot=shot)
+    assert res.console_errors == []
+    v = res.values
+    # rows: (single, mad) x (base, trained) + single x 3 checkpoints
+    assert v["main_rows"] == 7 and "base-model" in v["main_text"] and "83.3 [" in v["main_text"]
+    assert v["bar_svg"] == 1 and v["plot_width"] > 200
+    assert v["comparison_rows"] >= 2 and v["checkpoint_svgs"] == 1
+    assert v["games_rows"] == 2 and v["train_svgs"] == 1 and v["dynamics_rows"] == 2
+    assert len(v["grid_links"]) == 7 * N and "model access 1" in v["quality_text"]
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # The transcript page of problem 0 of base-model/single (its reply carries HTML).
+    href = next(h for h in v["grid_links"] if re.search(r"arith-single-base-model-[^/]+/arith-000", h))
+    html = (page.parent / href).read_text()
+    assert INJECTION not in html and "&lt;script&gt;console.error" in html  # escaped by the template
+    t_checks = {
+        "turns": "document.querySelectorAll('#transcript .turn').length",
+        "body": "document.body.innerText",
+        "thinking_folded": "Array.from(document.querySelectorAll('details.thinking')).every(d => !d.open)",
+        "thinking_count": "document.querySelectorAll('details.thinking').length",
+        "verdict": "document.querySelector('#verdict').innerText",
+        "back": "document.querySelector('a').getAttribute('href')",
+    }
+    t_shot = tmp_path / "transcript.png"
+    t = load_page((page.parent / href).as_uri(), t_checks, screenshot=t_shot)
+    assert t.console_errors == []  # the reply's <script> and onerror did not run
+    tv = t.values
+    assert tv["turns"] == 1 and tv["thinking_count"] == 1 and tv["thinking_folded"] is True
+    assert "console.error('injected')" in tv["body"]  # shown as text
+    assert tv["verdict"].startswith("right") and "gold" in tv["verdict"]
+    assert (page.parent / href).parent.joinpath(tv["back"].split("#")[0]).resolve() == page.resolve()
+    assert t_shot.stat().st_size > 5_000

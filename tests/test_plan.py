@@ -1,0 +1,79 @@
+"""`mars-eval plan`: detectable effects and K against hand-computed values, --from a run folder."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mars_eval.models.base import ConfigError
+from mars_eval.planning import make_plan, plan_command
+from tests.support.cli import run_cli
+from tests.test_compare import write_run
+
+Z = 1.959963984540054 + 0.8416212335729143  # z_{0.975} + z_{0.80}
+
+
+def test_aime_k1_default_matches_formula_and_lists_paper_gains():
+    plan = make_plan(task="aime", accuracy=40, delta=6.67)
+    assert plan["task"] == "aime24" and plan["n_problems"] == 30 and plan["samples"] == 1
+    # K = 1, uncorrelated systems: Var(d) = 2 p (1 - p) = 0.48.
+    assert plan["mde"] == pytest.approx(Z * math.sqrt(0.48 / 30))
+    assert plan["samples_needed"] is None  # 6.67 points on 30 problems: no K is enough
+    assert plan["problems_needed"] == math.ceil(Z**2 * 0.48 / 0.0667**2)
+    mad = next(g for g in plan["paper_gains"] if g["system"] == "mad")
+    assert (mad["base"], mad["trained"]) == (40.0, 46.67)
+
+
+def test_percent_and_fraction_agree():
+    a = make_plan(task="gpqa", accuracy=0.4, delta=0.1, samples=4)
+    b = make_plan(task="gpqa-diamond", accuracy=40, delta=10, samples=4)
+    assert a["mde"] == pytest.approx(b["mde"]) and a["n_problems"] == 198
+
+
+def test_samples_needed_by_hand():
+    plan = make_plan(task="gpqa", accuracy=0.4, delta=0.1, correlation=0.8)
+    # ω² = σ² = 0.12; budget = n d² / Z² = 198 * 0.01 / Z²; fixed = 2 (1 - 0.8) ω².
+    budget, fixed = 198 * 0.01 / Z**2, 2 * 0.2 * 0.12
+    assert plan["samples_needed"] == math.ceil(2 * 0.12 / (budget - fixed))
+    assert plan["mde_by_samples"]["1"] > plan["mde_by_samples"]["64"]
+
+
+def test_from_run_uses_measured_variances(tmp_path):
+    rng = np.random.default_rng(3)
+    x = rng.random(40)
+    scores = rng.random((40, 4)) < x[:, None]
+    run = write_run(tmp_path / "R", {str(i): [bool(v) for v in row] for i, row in enumerate(scores)})
+    plan = make_plan(task=None, accuracy=None, delta=0.1, from_run=str(run))
+    means = scores.mean(1)
+    within = np.mean(scores.astype(float).var(axis=1, ddof=1))
+    between = max(0.0, means.var(ddof=1) - within / 4)
+    assert plan["measured"] and plan["samples"] == 4 and plan["n_problems"] == 40
+    assert plan["accuracy"] == pytest.approx(means.mean())
+    assert plan["within_variance"] == pytest.approx(within)
+    assert plan["between_variance"] == pytest.approx(between)
+    assert plan["mde"] == pytest.approx(Z * math.sqrt((2 * between + 2 * within / 4) / 40))
+    with pytest.raises(ConfigError, match="does not match"):
+        make_plan(task="gpqa", accuracy=None, delta=0.1, from_run=str(run))
+
+
+def test_json_last_line(capsys):
+    assert plan_command(json_out=True, task="aime25", accuracy=0.5, delta=0.2, samples=8) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["samples"] == 8 and out["n_problems"] == 30 and out["paper_gains"] == []
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--delta", "5"], "give --task and --accuracy"),
+        (["--task", "arith", "--accuracy", "40", "--delta", "5"], "--problems"),
+        (["--task", "aime", "--accuracy", "100", "--delta", "5"], "strictly between"),
+    ],
+)
+def test_bad_input_exit_2(args, message):
+    res = run_cli(["plan", *args], timeout=60)
+    assert res.returncode == 2, res.describe()
+    assert message in res.stderr and res.stderr.strip().count("\n") == 0

@@ -1,0 +1,192 @@
+"""mars_eval.stats against values computed independently: exact binomial sums, full sign-flip
+enumeration, the Wilson formula, and the coverage of the 95% intervals on simulated pairs."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from mars_eval import stats
+
+Z975 = 1.959963984540054  # the standard normal 97.5% quantile
+T29_975 = 2.045229642132703  # Student t, 29 degrees of freedom, 97.5% quantile
+
+
+def mcnemar_by_hand(b: int, c: int) -> float:
+    """Two-sided exact McNemar: twice the smaller binomial tail of Binomial(b + c, 1/2), capped at 1."""
+    n = b + c
+    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+@pytest.mark.parametrize("b,c", [(5, 0), (1, 6), (3, 10), (2, 2), (0, 1), (7, 12), (0, 0)])
+def test_mcnemar_exact_matches_binomial_sums(b, c):
+    assert stats.mcnemar_exact(b, c) == pytest.approx(mcnemar_by_hand(b, c), rel=1e-12)
+
+
+def test_mcnemar_known_values():
+    assert stats.mcnemar_exact(5, 0) == pytest.approx(0.0625)  # 2 / 2^5
+    assert stats.mcnemar_exact(1, 6) == pytest.approx(0.125)  # 2 (1 + 7) / 2^7
+    assert stats.mcnemar_exact(3, 10) == pytest.approx(2 * 378 / 8192)
+
+
+def test_sign_flip_is_exact_enumeration():
+    d = np.array([0.5, 0.25, -0.25, 0.75, 0.5, 0.0, 1.0, -0.5])
+    obs = abs(d.mean())
+    flips = [abs((d * np.array(s)).mean()) for s in itertools.product((1, -1), repeat=d.size)]
+    expected = sum(f >= obs - 1e-12 for f in flips) / len(flips)
+    assert stats.sign_flip_test(d) == pytest.approx(expected, abs=1e-12)
+
+
+def test_sign_flip_on_binary_pairs_equals_mcnemar():
+    d = [1, 1, 1, -1, 1, 0, 1, 0, 0]  # b = 1, c = 5 discordant problems
+    assert stats.sign_flip_test(d) == pytest.approx(stats.mcnemar_exact(1, 5))
+
+
+def test_wilson_formula():
+    k, n = 3, 10
+    p = k / n
+    center = (p + Z975**2 / (2 * n)) / (1 + Z975**2 / n)
+    half = Z975 / (1 + Z975**2 / n) * math.sqrt(p * (1 - p) / n + Z975**2 / (4 * n**2))
+    w = stats.wilson(k, n)
+    assert w.low == pytest.approx(center - half, rel=1e-9)
+    assert w.high == pytest.approx(center + half, rel=1e-9)
+    assert stats.wilson(0, 20).low == 0 and stats.wilson(20, 20).high == pytest.approx(1.0)
+
+
+def test_cluster_ci_uses_problem_means_and_t():
+    # 30 problems, 4 samples each: the interval depends only on the per-problem means.
+    rng = np.random.default_rng(1)
+    samples = rng.integers(0, 2, size=(30, 4)).astype(float)
+    means = samples.mean(axis=1)
+    ci = stats.cluster_ci([list(row) for row in samples])
+    se = means.std(ddof=1) / math.sqrt(30)
+    assert ci.estimate == pytest.approx(means.mean())
+    assert ci.se == pytest.approx(se)
+    assert ci.low == pytest.approx(max(0.0, means.mean() - T29_975 * se))
+    assert ci.high == pytest.approx(min(1.0, means.mean() + T29_975 * se))
+    # Per-problem means give the same interval as the samples.
+    assert stats.cluster_ci(list(means)) == ci
+
+
+def test_cluster_ci_clips_and_handles_one_problem():
+    half = stats.cluster_ci([[1.0, 0.0]] * 5)  # all problems at 0.5: no spread, a point
+    assert (half.low, half.high) == (0.5, 0.5)
+    # All wrong: not the point [0, 0] but the Wilson interval over the 30 problems.
+    zero = stats.cluster_ci([[0.0, 0.0]] * 30)
+    assert zero.low == 0.0 and zero.high == pytest.approx(stats.wilson(0, 30).high) and zero.high > 0.1
+    one = stats.cluster_ci([[1.0, 0.0]])
+    assert (one.low, one.high, one.se) == (0.0, 1.0, None)
+
+
+def test_episode_intervals_fields():
+    out = stats.episode_intervals([1.0, -1.0, 1.0, 0.0], wins=2, bounds=(-1.0, 1.0))
+    assert out["win_rate_ci_low"] == pytest.approx(stats.wilson(2, 4).low)
+    assert -1.0 <= out["mean_return_ci_low"] < 0.25 < out["mean_return_ci_high"] <= 1.0
+    coop = stats.episode_intervals([2.0, 4.0, 3.0], wins=None, bounds=(0.0, 4.0))
+    assert coop["win_rate_ci_low"] is None and coop["mean_return_ci_low"] < 3.0
+
+
+def test_paired_compare_binary_single_samples():
+    right_a = [1] * 12 + [0] * 8  # problems 0..11 right in A
+    right_b = [1] * 10 + [0, 0] + [1] * 7 + [0]  # B loses 10 and 11, gains 12..18
+    pairs = {str(i): [(float(a), float(b))] for i, (a, b) in enumerate(zip(right_a, right_b, strict=True))}
+    res = stats.paired_compare(pairs)
+    assert res.test == "mcnemar-exact"
+    assert (res.b_only_a, res.c_only_b) == (2, 7)
+    assert res.delta == pytest.approx((17 - 12) / 20)
+    assert res.p_value == pytest.approx(mcnemar_by_hand(2, 7))
+    d = np.array(right_b, float) - np.array(right_a, float)
+    assert res.se == pytest.approx(d.std(ddof=1) / math.sqrt(20))
+    assert res.ci_low < res.delta < res.ci_high
+    assert res.mde == pytest.approx(stats.z_sum() * res.se)
+    assert set(res.diffs) == {"10", "11", *map(str, range(12, 19))}
+
+
+def test_paired_compare_k_samples_uses_problem_means():
+    pairs = {"p1": [(1, 1), (0, 1)], "p2": [(0, 0), (0, 1)], "p3": [(1, 1), (1, 1)], "p4": [(0, 1), (0, 1)]}
+    res = stats.paired_compare(pairs)
+    assert res.test == "sign-flip-permutation"
+    assert res.accuracy_a == pytest.approx((0.5 + 0 + 1 + 0) / 4)
+    assert res.accuracy_b == pytest.approx((1 + 0.5 + 1 + 1) / 4)
+    # d = (0.5, 0.5, 0, 1): sign flips of the three non-zero values, |mean| >= 0.5 in 2 of 8.
+    assert res.p_value == pytest.approx(0.25)
+
+
+def test_z_sum_and_mde():
+    assert stats.z_sum() == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert stats.mde(0.1) == pytest.approx(0.2801585, abs=1e-6)
+
+
+def test_plan_formulas():
+    vc = stats.assumed_components(0.4, 0.5, 30)
+    assert vc.between + vc.within == pytest.approx(0.24)
+    # K = 1, uncorrelated systems: Var(d) = 2 p (1 - p) whatever the split.
+    assert stats.plan_mde(vc, 30, 1) == pytest.approx(stats.z_sum() * math.sqrt(2 * 0.24 / 30))
+    k = stats.samples_needed(vc, 198, 0.06, correlation=0.8)
+    assert k is not None and k > 1
+    assert stats.plan_mde(vc, 198, k, 0.8) <= 0.06 < stats.plan_mde(vc, 198, k - 1, 0.8)
+    assert stats.samples_needed(vc, 30, 0.0667) is None  # the between-problem part alone is too big
+    n = stats.problems_needed(vc, 4, 0.1)
+    assert stats.plan_mde(vc, n, 4) <= 0.1 < stats.plan_mde(vc, n - 1, 4)
+
+
+def test_measured_components_recover_simulated_variances():
+    rng = np.random.default_rng(7)
+    x = rng.beta(0.6, 0.6, size=4000)  # problems' true accuracies: between variance Var(x)
+    scores = (rng.random((4000, 8)) < x[:, None]).astype(float)
+    vc = stats.measured_components([list(r) for r in scores], between_share=0.5)
+    assert vc.measured
+    assert vc.between == pytest.approx(x.var(), rel=0.08)
+    assert vc.within == pytest.approx(np.mean(x * (1 - x)), rel=0.05)
+
+
+def _simulate_pairs(rng: np.random.Generator, n: int, k: int) -> tuple[dict, float]:
+    """n problems with true accuracy x ~ U(0, 1) for A and x^0.8 for B (B is better on average,
+    by E[x^0.8] - 1/2 = 1/1.8 - 1/2); k Bernoulli samples each."""
+    x = rng.random(n)
+    sa = rng.random((n, k)) < x[:, None]
+    sb = rng.random((n, k)) < (x**0.8)[:, None]
+    pairs = {str(i): list(zip(sa[i].astype(float), sb[i].astype(float), strict=True)) for i in range(n)}
+    return pairs, 1 / 1.8 - 0.5
+
+
+def test_t_interval_coverage_close_to_95():
+    rng = np.random.default_rng(2024)
+    reps, n, k, hits = 2000, 30, 4, 0
+    for _ in range(reps):
+        x = rng.random(n)
+        d = (rng.random((n, k)) < (x**0.8)[:, None]).mean(1) - (rng.random((n, k)) < x[:, None]).mean(1)
+        ci = stats.mean_ci(d)
+        hits += ci.low <= 1 / 1.8 - 0.5 <= ci.high
+    assert 0.93 <= hits / reps <= 0.97  # binomial SE of the coverage is 0.005
+
+
+def test_paired_compare_intervals_cover_the_truth():
+    rng = np.random.default_rng(11)
+    reps, t_hits, boot_hits = 300, 0, 0
+    for _ in range(reps):
+        pairs, truth = _simulate_pairs(rng, 30, 1)
+        res = stats.paired_compare(pairs, bootstrap_resamples=2000, permutation_resamples=200)
+        t_hits += res.ci_low <= truth <= res.ci_high
+        boot_hits += res.bootstrap_low <= truth <= res.bootstrap_high
+    assert 0.90 <= t_hits / reps <= 0.99  # SE of a 95% coverage over 300 runs: 0.013
+    assert 0.89 <= boot_hits / reps <= 0.99  # the percentile bootstrap runs a little narrow
+
+
+def test_accuracy_metrics_carry_the_clustered_interval():
+    from mars_eval.metrics import accuracy_metrics
+
+    recs = [
+        {"problem_id": p, "sample": k, "correct": c, "error": None}
+        for p, row in {"a": [1, 1], "b": [0, 1], "c": [0, 0], "d": [1, 1]}.items()
+        for k, c in enumerate(row)
+    ]
+    recs.append({"problem_id": "e", "sample": 0, "correct": None, "error": "model access: x"})
+    out = accuracy_metrics(recs, 2)
+    ci = stats.cluster_ci([1.0, 0.5, 0.0, 1.0])  # problem e (errored only) is left out
+    assert (out["ci_low"], out["ci_high"]) == (ci.low, ci.high)
+    assert out["accuracy"] == pytest.approx(0.625) and out["stderr"] == pytest.approx(ci.se)

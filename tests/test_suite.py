@@ -1,0 +1,162 @@
+"""`mars-eval suite` end to end: two scripted endpoints, each serving one model, two systems and
+two tasks; every cell's accuracy is known exactly because the test decides which answers are
+wrong. Also: routing, the shared pool, --data-files parsing, bad input (exit 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from mars_eval.models.base import ConfigError
+from mars_eval.runner import EvalConfig
+from mars_eval.suite import SharedPool, parse_data_files, route, served_models
+from mars_eval.tasks import make_task
+from tests.support.cli import run_cli
+from tests.support.datasets import tag, write_aime_set
+from tests.support.scripted_policy import Reply, ScriptedRequest
+
+N = 4
+
+
+class SuitePolicy:
+    """Answers arith and AIME-like problems; `wrong` holds question keys answered gold + 1, and
+    `moderator_fixes` those where MAD's moderator overrules the debaters with the gold answer."""
+
+    def __init__(self, golds: dict[str, str], wrong: set[str], moderator_fixes: set[str] = frozenset()):
+        self.golds, self.wrong, self.fixes = golds, wrong, moderator_fixes
+
+    def __call__(self, req: ScriptedRequest) -> Reply:
+        system = next((m["content"] for m in req.messages if m["role"] == "system"), "")
+        key = next((k for k in sorted(self.golds, key=len, reverse=True) if k in req.prompt), None)
+        gold = self.golds.get(key, "0")
+        moderator = system.startswith("You are a moderator")
+        wrong = key in self.wrong and not (moderator and key in self.fixes)
+        answer = str(int(gold) + 1) if wrong else gold
+        if moderator:
+            verdict = {
+                "Whether there is a preference": "Yes",
+                "Supported Side": "Affirmative",
+                "Reason": "checked",
+                "debate_answer": answer,
+            }
+            return Reply(content=json.dumps(verdict), reasoning_content="weighing")
+        return Reply(content=f"So the answer is \\boxed{{{answer}}}.", reasoning_content="thinking")
+
+
+@pytest.fixture
+def two_endpoints(scripted_server, tmp_path):
+    arith = {p.question: p.gold for p in make_task("arith").load()[:N]}
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=N)
+    golds = {**arith, **aime.golds}
+    q = list(arith)
+    # model-a: arith 3/4 (single), 3/4 (mad); aime 1/4.  model-b: arith 2/4 single, 3/4 mad; aime 4/4.
+    a = scripted_server(SuitePolicy(golds, {q[1], tag(0), tag(1), tag(2)}), model="model-a", latency=0.01)
+    b = scripted_server(
+        SuitePolicy(golds, {q[1], q[2]}, moderator_fixes={q[2]}), model="model-b", latency=0.01
+    )
+    return a, b, aime.path
+
+
+EXPECTED = {
+    ("model-a", "single", "arith"): 0.75,
+    ("model-a", "mad", "arith"): 0.75,
+    ("model-a", "single", "aime24"): 0.25,
+    ("model-a", "mad", "aime24"): 0.25,
+    ("model-b", "single", "arith"): 0.5,
+    ("model-b", "mad", "arith"): 0.75,
+    ("model-b", "single", "aime24"): 1.0,
+    ("model-b", "mad", "aime24"): 1.0,
+}
+
+
+def suite_args(a, b, aime_path: Path, out: Path, *extra: str) -> list[str]:
+    args = ["suite", "--model", "model-a", "--model", "model-b", "--system", "single", "--system", "mad"]
+    args += ["--task", "arith", "--task", "aime", "--data-files", f"aime={aime_path}", "--limit", str(N)]
+    args += ["--base-url", a.base_url, "--base-url", b.base_url, "--output", str(out), "--json"]
+    return args + list(extra)
+
+
+def test_suite_two_endpoints_exact_cells(two_endpoints, tmp_path):
+    a, b, aime_path = two_endpoints
+    out = tmp_path / "runs"
+    res = run_cli(suite_args(a, b, aime_path, out))
+    assert res.returncode == 0, res.describe()
+    summary = res.summary
+    assert summary["output"] == str(out)
+    got = {(r["model"], r["system"], r["task"]): r for r in summary["runs"]}
+    assert set(got) == set(EXPECTED)
+    for key, acc in EXPECTED.items():
+        row = got[key]
+        assert row["accuracy"] == pytest.approx(acc), key
+        assert row["n"] == N and row["samples"] == 1 and row["errors"] == 0
+        # Wilson 95% (one sample per problem): strictly inside for 1..3 of 4, [0.51, 1] for 4/4.
+        assert row["ci_low"] < acc < row["ci_high"] if 0 < acc < 1 else row["ci_low"] < acc == row["ci_high"]
+        assert Path(row["run_dir"]).parent == out and (Path(row["run_dir"]) / "summary.json").is_file()
+        assert Path(row["run_dir"]).name.startswith(f"{key[2]}-{key[1]}-{key[0]}-")
+    # Routing: each endpoint saw only its own model, and every call (single: 1, mad: 3 per sample).
+    assert {e.model for e in a.entries()} == {"model-a"} and {e.model for e in b.entries()} == {"model-b"}
+    assert all(e.outcome == "ok" for e in a.entries() + b.entries())
+    assert len(a.entries()) == len(b.entries()) == 2 * N * (1 + 3)
+    assert "[95% interval]" in res.stdout and "model-b" in res.stdout
+    # Resume: the same command sends nothing new and reports the same table.
+    sent = len(a.entries()) + len(b.entries())
+    again = run_cli(suite_args(a, b, aime_path, out))
+    assert again.returncode == 0, again.describe()
+    assert len(a.entries()) + len(b.entries()) == sent
+    assert [r["accuracy"] for r in again.summary["runs"]] == [r["accuracy"] for r in summary["runs"]]
+
+
+def test_suite_cells_overlap_in_time(two_endpoints, tmp_path):
+    """Side by side: with 0.2 s per call, 8 cells of 4 single-call samples finish in about one
+    call's time, not eight."""
+    a, b, aime_path = two_endpoints
+    a.latency = b.latency = 0.2
+    res = run_cli(suite_args(a, b, aime_path, tmp_path / "runs", "--system", "single"))
+    assert res.returncode == 0, res.describe()
+    starts = [e.start for e in a.entries() + b.entries()]
+    ends = [e.end for e in a.entries() + b.entries()]
+    # single (1 call) and mad (3 sequential calls) cells: the span is one mad sample, not the sum.
+    assert max(ends) - min(starts) < 0.2 * 3 + 1.0
+
+
+def test_unserved_model_is_bad_input(two_endpoints, tmp_path):
+    a, b, _ = two_endpoints
+    res = run_cli(
+        ["suite", "--model", "model-c", "--system", "single", "--task", "arith", "--base-url", a.base_url]
+        + ["--base-url", b.base_url, "--output", str(tmp_path / "runs")]
+    )
+    assert res.returncode == 2, res.describe()
+    assert "model-c" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not a.entries() and not b.entries()
+
+
+def test_routes_and_shared_pool(two_endpoints):
+    a, b, _ = two_endpoints
+    served = asyncio.run(served_models([a.base_url, b.base_url]))
+    assert served == {a.base_url: ["model-a"], b.base_url: ["model-b"]}
+    assert route(["model-b"], served) == {"model-b": [b.base_url]}
+    assert route(["x"], {a.base_url: None}) == {"x": [a.base_url]}  # no model list: any model
+    with pytest.raises(ConfigError, match="served by no"):
+        route(["x"], served)
+    pool = SharedPool(
+        {"m1": [a.base_url, b.base_url], "m2": [b.base_url]}, EvalConfig(task="arith", concurrency=7)
+    )
+    c1, c2 = pool.clients["m1"], pool.clients["m2"]
+    assert c1.pool.endpoints[1] is c2.pool.endpoints[0]  # one Endpoint object: shared in-flight count
+    assert c1.pool._semaphore is c2.pool._semaphore is pool.semaphore
+
+
+def test_parse_data_files():
+    assert parse_data_files(["x.jsonl"], ["aime"]) == {"aime24": "x.jsonl"}
+    assert parse_data_files(["gpqa=a=b.csv", "aime=y.json"], ["aime24", "gpqa"]) == {
+        "aime24": "y.json",
+        "gpqa-diamond": "a=b.csv",
+    }
+    assert parse_data_files(["odd=name.json"], ["arith"]) == {"arith": "odd=name.json"}
+    with pytest.raises(ConfigError, match="TASK=PATH"):
+        parse_data_files(["x.jsonl"], ["aime", "gpqa"])
+    with pytest.raises(ConfigError, match="not in --task"):
+        parse_data_files(["math500=x.jsonl"], ["aime"])
