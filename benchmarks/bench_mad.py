@@ -56,13 +56,14 @@ class LatencyEndpoint:
         text = "\n".join(m["content"] for m in messages)
         index, gold = next(((i, g) for i, (q, g) in enumerate(self.golds.items()) if q in text), (0, "0"))
         system = messages[0]["content"] if messages[0]["role"] == "system" else ""
-        if system.startswith("You moderate"):
+        last = messages[-1]["content"]
+        if system.startswith("You are a moderator") and "round of the debate is over" in last:
             rounds_so_far = sum(m["role"] == "user" for m in messages)
             settle_at = index % 4 + 1  # 1, 2, 3, or 4 = never (judge)
             if rounds_so_far >= settle_at:
                 return json.dumps({"preference": True, "supported_side": "affirmative", "answer": gold})
             return NO_VERDICT
-        if system.startswith("You judge"):
+        if system.startswith("You are a moderator"):  # the judge (the references give it this prompt)
             return f'{{"reason": "checked", "answer": "{gold}"}}'
         return f"My answer is \\boxed{{{gold}}}."
 

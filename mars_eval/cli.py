@@ -225,7 +225,12 @@ def games(
         bool, typer.Option("--held-out", help="The three held-out games", show_default="off")
     ] = False,
     model: Annotated[
-        str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
+        list[str] | None,
+        typer.Option(
+            help="Served model name, hub id or local folder; repeatable, or a quoted glob such as "
+            "'DIR/checkpoints/step-*' (one run folder per model)",
+            show_default=MODEL_DEFAULT,
+        ),
     ] = None,
     base_url: BaseUrl = None,
     agent: Annotated[
@@ -277,12 +282,16 @@ def games(
     validate.check_run_options(concurrency=concurrency)
     validate.at_least("--episodes", episodes, 1)
     validate.check_sampling(temperature=temperature, max_tokens=max_tokens)
-    validate.check_model_and_output(base_url, model if agent is None else None, output)
+    from mars_eval.rundirs import expand_models
+
+    models = expand_models(model)
+    for one in models or [None]:
+        validate.check_model_and_output(base_url, one if agent is None else None, output)
     code = games_command(
         games=games,
         train=train,
         held_out=held_out,
-        model=model,
+        model=models if len(models) > 1 else (models[0] if models else None),
         base_url=list(base_url or []),
         agent=agent,
         opponents=opponents,

@@ -32,7 +32,7 @@ from rich.table import Table
 
 from mars_eval import reference_figures as ref
 from mars_eval.models.base import ConfigError
-from mars_eval.stats import ALPHA, POWER, PairedResult, paired_compare
+from mars_eval.stats import ALPHA, POWER, PairedResult, format_interval, paired_compare
 from mars_eval.store import RunStore
 
 CHANGED_SHOWN = 30  # changed problems listed in the table (all of them go to --json)
@@ -364,7 +364,7 @@ def print_games(out: dict[str, Any], console: Console) -> None:
             escape(r["seat"]),
             str(r["n_paired"]),
             f"{r['mean_return_a']:+.3f} → {r['mean_return_b']:+.3f}",
-            f"{r['delta_return']:+.3f} {_bracket(r['ci_low'], r['ci_high'], '{:+.3f}')}",
+            f"{r['delta_return']:+.3f} {format_interval(r['ci_low'], r['ci_high'], '{:+.3f}')}",
             f"{r['p_value']:.3g}",
             f"{_with_paper(r['normalized_a'], r['paper_a'])} → "
             f"{_with_paper(r['normalized_b'], r['paper_b'])}",
@@ -382,14 +382,9 @@ def print_games(out: dict[str, Any], console: Console) -> None:
 
 
 def _win_cells(r: dict[str, Any]) -> tuple[str, ...]:
-    delta = f"{r['delta_win_rate'] * 100:+.1f} {_bracket(r['win_ci_low'], r['win_ci_high'], '{:+.1f}', 100)}"
+    ci = format_interval(r["win_ci_low"], r["win_ci_high"], "{:+.1f}", 100)
+    delta = f"{r['delta_win_rate'] * 100:+.1f} {ci}"
     return (f"{r['win_rate_a']:.1%} → {r['win_rate_b']:.1%}", delta, f"{r['win_p_value']:.3g}")
-
-
-def _bracket(lo: float | None, hi: float | None, fmt: str, scale: float = 1.0) -> str:
-    if lo is None or hi is None:
-        return ""
-    return f"[{fmt.format(lo * scale)}, {fmt.format(hi * scale)}]"
 
 
 def _with_paper(value: float, paper: float | None) -> str:

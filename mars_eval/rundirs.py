@@ -134,3 +134,21 @@ def find_runs(*roots: str | Path) -> list[RunDir]:
     if not runs:
         raise ConfigError(f"no run folders under {', '.join(repr(str(r)) for r in roots)}")
     return sorted(runs.values(), key=lambda r: str(r.path))
+
+
+def expand_models(values: list[str] | None) -> list[str]:
+    """--model values with glob patterns expanded (a quoted 'DIR/checkpoints/step-*' gives every
+    checkpoint, by training step); plain values are kept as given, duplicates dropped."""
+    import glob
+
+    out: list[str] = []
+    for value in values or []:
+        if not any(ch in value for ch in "*?["):
+            out.append(value)
+            continue
+        found = [p for p in glob.glob(value) if Path(p).is_dir()]
+        if not found:
+            raise ConfigError(f"--model {value!r} matches no folder")
+        steps = {p: checkpoint_step(p) for p in found}
+        out += sorted(found, key=lambda p: (steps[p] is None, steps[p] or 0, p))
+    return list(dict.fromkeys(out))

@@ -227,6 +227,7 @@ def test_games_rows_carry_intervals_and_two_games_runs_compare(tmp_path):
         res = run_cli([*base, "--agent", agent], timeout=180)
         assert res.returncode == 0, res.describe()
         runs.append(res.summary["run_dir"])
+        assert "95% CI" in res.stdout  # the table shows the intervals too
         for row in res.summary["results"]:
             wins = round(row["win_rate"] * row["episodes"])
             w = wilson(wins, row["episodes"])

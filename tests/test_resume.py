@@ -192,23 +192,27 @@ def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path):
 
 def test_second_identical_command_exits_2_and_names_the_first(setup):
     aime, srv, args, output = setup
+    srv.latency = 60.0  # the first run's calls stay in flight while the second command starts
     first = start_cli(args)
-    lock = None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and lock is None:
-        found = list(output.glob("*/.lock")) if output.exists() else []
-        if found and found[0].read_text().strip():
-            lock = found[0]
-        assert first.poll() is None, first.communicate()
-        time.sleep(0.02)
-    assert lock is not None and lock.read_text().strip() == str(first.pid)
-    second = run_cli(args)
-    assert second.returncode == 2, second.describe()
-    assert f"in use by process {first.pid}" in second.stderr
-    assert len(second.stderr.strip().splitlines()) == 1
-    out, err = first.communicate(timeout=60)
-    assert first.returncode == 0, err
-    assert srv.stats()["ok"] == N and max(srv.ok_bodies().values()) == 1  # nothing sent twice
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and srv.stats()["calls"] < CONCURRENCY:
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.02)
+        lock = only_run_dir(output) / ".lock"
+        assert lock.read_text().strip() == str(first.pid)
+        second = run_cli(args)
+        assert second.returncode == 2, second.describe()
+        assert f"in use by process {first.pid}" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+        assert srv.stats()["calls"] == CONCURRENCY  # the second command sent nothing
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    srv.latency = 0.0
+    res = run_cli(args)  # the kernel dropped the killed run's lock: the same command resumes
+    assert res.returncode == 0, res.describe()
+    assert res.summary["n"] == N and srv.stats()["ok"] == N and max(srv.ok_bodies().values()) == 1
 
 
 def test_full_disk_mid_run_is_one_line_then_the_same_command_resumes(setup):

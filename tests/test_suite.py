@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mars_eval.models.base import ConfigError
+from mars_eval.rundirs import expand_models
 from mars_eval.runner import EvalConfig
 from mars_eval.suite import SharedPool, parse_data_files, route, served_models
 from mars_eval.tasks import make_task
@@ -160,3 +161,51 @@ def test_parse_data_files():
         parse_data_files(["x.jsonl"], ["aime", "gpqa"])
     with pytest.raises(ConfigError, match="not in --task"):
         parse_data_files(["math500=x.jsonl"], ["aime"])
+
+
+def test_expand_models_orders_checkpoints_by_step(tmp_path):
+    for step in (100, 20, 3):
+        (tmp_path / "checkpoints" / f"step-{step}").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "step-20.txt").write_text("not a folder")
+    pattern = str(tmp_path / "checkpoints" / "step-*")
+    got = expand_models(["base", pattern, "base"])
+    assert got == ["base", *(str(tmp_path / "checkpoints" / f"step-{s}") for s in (3, 20, 100))]
+    with pytest.raises(ConfigError, match="matches no folder"):
+        expand_models([str(tmp_path / "nothing-*")])
+
+
+def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
+    """`games --model A --model B`: every config is built (checked) first, then one run per model,
+    and --json lists the runs."""
+    from mars_eval.games import runner as games_runner
+
+    ran = []
+
+    async def fake_run_games(cfg, **kwargs):
+        ran.append(cfg.model)
+        return {
+            "run_dir": f"runs/games-{cfg.model}",
+            "agent": None,
+            "model": cfg.model,
+            "results": [],
+            "errors": 1 if cfg.model == "b" else 0,
+            "normalization": "",
+        }
+
+    monkeypatch.setattr(games_runner, "run_games", fake_run_games)
+    monkeypatch.setattr(games_runner, "print_results", lambda *a, **k: None)
+    options = dict(
+        games="kuhn_poker", train=False, held_out=False, base_url=["http://127.0.0.1:9/v1"], agent=None,
+        opponents=None, episodes=2, seed=0, output="runs", concurrency=None, max_tokens=None,
+        temperature=None, thinking=None, prompt_style=None, fresh=False,
+    )  # fmt: skip
+    code = games_runner.games_command(json_out=True, model=["a", "b"], **options)
+    assert ran == ["a", "b"] and code == 3  # b had an errored episode
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["model"], r["run_dir"]) for r in last["runs"]] == [
+        ("a", "runs/games-a"),
+        ("b", "runs/games-b"),
+    ]
+    with pytest.raises(ConfigError, match="prompt style"):  # a bad option fails before any run
+        games_runner.games_command(model=["a", "b"], **{**options, "prompt_style": "wide"})
+    assert ran == ["a", "b"]

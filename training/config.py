@@ -35,7 +35,9 @@ class TrainConfig:
     vllm_tensor_parallel: int = 1  # GPUs per vLLM engine (external_launcher: one engine per TP group)
     # --- games and rollouts ---
     games: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
-    prompt_style: str = "full"  # "full" (multi-turn chat) | "compact" (one short user message per turn)
+    # "reference" (the reference environments' text and action strings, mars_eval.games.reference_env)
+    # | "full" (our multi-turn chat) | "compact" (one short user message per turn)
+    prompt_style: str = "reference"
     enable_thinking: bool = True  # passed to the chat template (Qwen3: reason in <think> first)
     rollout_batch: int = 384  # learner trajectories per step (all games, all ranks)
     opponent: str = "self"  # "self": the learner plays every seat; else a fixed-opponent spec for all
@@ -126,7 +128,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         device="cuda",
         gradient_checkpointing=True,
         games=("tic_tac_toe", "kuhn_poker", "mini_hanabi"),
-        prompt_style="full",
+        prompt_style="reference",
         rollout_batch=384,
         steps=200,
         lr=1e-6,
@@ -363,7 +365,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         "forfeit": ("reference", "game"),
         "tracker": ("tensorboard", "wandb", "none"),
         "device": ("auto", "cpu", "cuda"),
-        "prompt_style": ("full", "compact"),
+        "prompt_style": ("reference", "full", "compact"),
         "advantage": ("turn", "trajectory"),
         "normalization": ("reference", "return_mean", "global"),
         "lr_schedule": ("cosine", "constant"),

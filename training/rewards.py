@@ -6,20 +6,34 @@ end of the episode):
     r_t = [R_p(a_{t+1}) - R_p(a_t)]                  payoff accrued (pyspiel running returns;
                                                       at the end: the final payoff, chips, score)
           + valid_bonus              if the action was valid                 (+0.05)
-          + invalid_penalty          if it was invalid: the game ends and the (-10)
-                                     offender also gets the game's minimum payoff (forfeit rule
-                                     of mars_eval.games: the other player gets the maximum)
+          + invalid_penalty          if it was invalid: the game ends (-10); a reply of
+                                     forfeit_tokens (4096) tokens or more, or cut off at the
+                                     token limit, is invalid too (as in evaluation)
           + (draw_value - 0)         on the last turn of a competitive game whose final payoffs
                                      are all 0 (a draw's 0 becomes 0.1)
           + length_penalty(n_t)      n_t = response tokens of the turn
 
     length_penalty(n) = -max * clamp((n - start) / (end - start), 0, 1)
-                        (0 at 2048 tokens, -0.5 at 4096 in the reference)
+                        (reference: 0 at 2048 tokens, slope 0.5 / (2048 - 11) per token, so
+                        start 2048, end 4085; replies of 4096+ tokens forfeit anyway)
+
+Payoffs after a forfeit (`forfeit`), what R_p(end) is for each player:
+
+    "reference" (the reference environments' get_losing_state, via
+                mars_eval.games.reference_env.forfeit_rewards): the forfeited step pays the
+                offender -(its stake) and the other player 0, so
+                  tic-tac-toe / connect four: offender -1, the other player 0 (not the +1 win)
+                  Kuhn / Leduc: offender -(chips it has put in), the other player 0
+                  Hanabi: offender -(score so far), i.e. 0 in total; the partner keeps the
+                  score so far
+                (plus invalid_penalty on the offender's turn, the reference's extra -10)
+    "game"      the evaluation payoffs of mars_eval.games (Episode.returns after a forfeit)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -28,7 +42,7 @@ class RewardShaping:
     invalid_penalty: float = -10.0
     draw_value: float = 0.1
     length_penalty_start: int = 2048
-    length_penalty_end: int = 4096
+    length_penalty_end: int = 4085  # slope 0.5 / (2048 - 11) as the reference's env manager
     length_penalty_max: float = 0.5
 
     @classmethod
@@ -49,6 +63,20 @@ class RewardShaping:
         if cooperative or any(r != 0.0 for r in final_returns):
             return 0.0
         return self.draw_value
+
+
+def final_payoffs(episode: Any, forfeit: str = "reference") -> list[float]:
+    """R_p(end) per player: the game's payoffs, or after a forfeit the training payoffs above."""
+    if episode.forfeited_by is None or forfeit == "game":
+        return [float(r) for r in episode.returns()]
+    from mars_eval.games import reference_env
+
+    offender = episode.forfeited_by
+    running = [float(r) for r in episode.state.returns()]  # the state is left where it was
+    step = reference_env.forfeit_rewards(episode, offender)
+    # the extra -10 inside the reference's step reward is invalid_penalty here (action_shaping)
+    extra = reference_env.FORFEIT_PENALTY
+    return [running[p] + step[p] + (extra if p == offender else 0.0) for p in range(len(running))]
 
 
 def turn_rewards(

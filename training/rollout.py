@@ -30,7 +30,7 @@ from mars_eval.mas.base import derive_seed
 from mars_eval.models.base import split_thinking
 from training.batch import Turn
 from training.engines import GenerationEngine, GenSettings
-from training.rewards import RewardShaping, turn_rewards
+from training.rewards import RewardShaping, final_payoffs, turn_rewards
 
 
 @dataclass
@@ -59,6 +59,7 @@ class _Live:
     opponent: Any
     cooperative: bool
     chats: dict[int, list[dict]] = field(default_factory=dict)  # full style: each seat's chat
+    replies: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))  # reference style
     returns_before: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     turns: dict[int, list[Turn]] = field(default_factory=lambda: defaultdict(list))
     moves: int = 0
@@ -113,8 +114,12 @@ class RolloutWorker:
         settings: GenSettings,
         shaping: RewardShaping,
         max_turns: int = 200,
+        forfeit: str = "reference",
+        forfeit_tokens: int = 0,
     ):
         self.engine = engine
+        self.forfeit = forfeit  # payoffs after a forfeit (training/rewards.py)
+        self.forfeit_tokens = forfeit_tokens  # replies this long (or cut off) are invalid; 0: off
         self.tok = tokenizer
         self.style = prompt_style
         self.enable_thinking = enable_thinking
@@ -127,6 +132,8 @@ class RolloutWorker:
         ep = live.episode
         if self.style == "compact":
             return ep.messages(seat, "compact")
+        if self.style == "reference":  # the reference environments' chat, rebuilt each turn
+            return ep.messages(seat, "reference", live.replies[seat])
         chat = live.chats.get(seat)
         if chat is None:
             chat = live.chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full")}]
@@ -171,7 +178,14 @@ class RolloutWorker:
                 ep = live.episode
                 text = self.tok.decode(gen.token_ids, skip_special_tokens=True)
                 content, _thinking = split_thinking(text)
-                action = ep.parse(content)
+                overlong = self.forfeit_tokens > 0 and (
+                    not gen.stopped or len(gen.token_ids) >= self.forfeit_tokens
+                )
+                action = (
+                    None
+                    if overlong
+                    else ep.parse(content, "reference" if self.style == "reference" else "full")
+                )
                 live.returns_before[seat].append(ep.returns()[seat])
                 turn = Turn(
                     game=live.spec.game,
@@ -188,6 +202,8 @@ class RolloutWorker:
                 live.turns[seat].append(turn)
                 if self.style == "full":
                     messages.append({"role": "assistant", "content": text})
+                if self.style == "reference":  # earlier replies go back without their thinking
+                    live.replies[seat].append(content)
                 if action is None:
                     ep.forfeit(seat, "invalid answer")
                 else:
@@ -201,10 +217,11 @@ class RolloutWorker:
         for live in lives:
             ep = live.episode
             final = ep.returns()
-            draw = self.shaping.draw_bonus(final, live.cooperative)
+            payoff = final_payoffs(ep, self.forfeit)
+            draw = self.shaping.draw_bonus(payoff, live.cooperative)
             for seat, seat_turns in live.turns.items():
                 shaping = [self.shaping.action_shaping(t.valid, len(t.response_ids)) for t in seat_turns]
-                rewards = turn_rewards(live.returns_before[seat], final[seat], shaping, draw)
+                rewards = turn_rewards(live.returns_before[seat], payoff[seat], shaping, draw)
                 for t, r in zip(seat_turns, rewards, strict=True):
                     t.reward = r
                 turns.extend(seat_turns)

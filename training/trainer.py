@@ -213,6 +213,8 @@ class Trainer:
             settings=settings,
             shaping=RewardShaping.from_config(cfg),
             max_turns=cfg.max_turns,
+            forfeit=cfg.forfeit,
+            forfeit_tokens=cfg.forfeit_tokens,
         )
         self.eval_worker = RolloutWorker(
             self.engine,
@@ -222,6 +224,8 @@ class Trainer:
             settings=self._eval_settings(),
             shaping=RewardShaping.from_config(cfg),
             max_turns=cfg.max_turns,
+            forfeit=cfg.forfeit,
+            forfeit_tokens=cfg.forfeit_tokens,
         )
 
     def _make_initial(self, initial: Path) -> None:

@@ -494,12 +494,27 @@ def print_results(summary: dict[str, Any], console: Console) -> None:
 
 def games_command(*, json_out: bool = False, **options: Any) -> int:
     """The CLI body: `options` are `build_config`'s. Exit code 0, or 3 when some episodes failed
-    (rerun to retry them)."""
-    cfg = build_config(**options)
-    summary = asyncio.run(run_games(cfg))
-    # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
-    print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
-    if json_out:
-        results = selected_rows(summary)
-        print(json.dumps({"run_dir": summary["run_dir"], "results": results}), flush=True)
-    return 3 if summary["errors"] else 0  # mars_eval.exitcodes.SOME_ERRORED
+    (rerun to retry them).
+
+    `model` may be a list (a checkpoint series): one run folder per model, run one after the
+    other, every config checked before the first runs; --json then prints {"runs": [{"model",
+    "run_dir", "results"}, ...]}.
+    """
+    models = options.pop("model", None)
+    several = isinstance(models, list)
+    configs = [build_config(model=m, **options) for m in (models if several else [models])]
+    summaries = []
+    for cfg in configs:
+        summary = asyncio.run(run_games(cfg))
+        # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
+        print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
+        summaries.append(summary)
+    if json_out and not several:
+        summary = summaries[0]
+        print(json.dumps({"run_dir": summary["run_dir"], "results": selected_rows(summary)}), flush=True)
+    elif json_out:
+        runs = [
+            {"model": s["model"], "run_dir": s["run_dir"], "results": selected_rows(s)} for s in summaries
+        ]
+        print(json.dumps({"runs": runs}), flush=True)
+    return 3 if any(s["errors"] for s in summaries) else 0  # mars_eval.exitcodes.SOME_ERRORED

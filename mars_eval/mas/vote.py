@@ -1,17 +1,17 @@
 """`vote`: self-consistency; `votes` independent answers to the single-agent prompt, majority wins.
 
 This is the compute-matched baseline for the debate systems (much of a debate's gain can come
-from voting alone). When `votes` is not given it defaults to `DEFAULT_VOTES` = 5, our estimate
-of the mean number of calls one `mad` debate spends:
+from voting alone). Without --votes, the runner matches it to the newest finished `mad` run of
+the same task and model in the same output folder (`mas.matching`): votes = that run's mean
+calls per sample, rounded half up, recorded in config.json (`votes`, `matched_to`) and in the
+summary (`matched_run`, `token_ratio_vote_mad`). With no such run it falls back to
+`DEFAULT_VOTES` = 5, an estimate of one `mad` debate's mean calls:
 
     calls(mad) = 3 r          if the moderator gives an answer after round r (r = 1..3)
-               = 3 * 3 + 2    = 11 if no round does and the judge decides.
+               = 3 * 3 + 2    = 11 if no round does and the judge decides,
 
-With the debate usually settled by the moderator early, we take P(round 1) ~ 0.6,
-P(round 2) ~ 0.2, P(round 3) ~ 0.1, P(judge) ~ 0.1, giving
-0.6*3 + 0.2*6 + 0.1*9 + 0.1*11 = 5.0 calls. A `mad` run records its real calls per sample:
-the runner uses it when a finished `mad` run of the same task and model sits in the same output
-folder (`runner.matched_votes`), and `--votes N` sets it outright.
+with P(round 1) ~ 0.6, P(round 2) ~ 0.2, P(round 3) ~ 0.1, P(judge) ~ 0.1:
+0.6*3 + 0.2*6 + 0.1*9 + 0.1*11 = 5.0 calls. --votes N sets it outright (no matching).
 
 Voters run concurrently, each as its own agent ("voter0", "voter1", ...) so each has its own
 derived seed. Ties go to the tied answer seen first in voter order (`majority`); voters without

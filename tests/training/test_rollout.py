@@ -74,15 +74,17 @@ def test_scripted_self_play_rewards(tok):
     assert [t.index for t in turns if t.seat == 0] == [0, 1, 2, 3]
 
 
-def test_invalid_answer_forfeits_with_penalty(tok):
-    turns, results = _worker(FirstEmptyCell(tok, broken=(True,)), tok).play(
+@pytest.mark.parametrize("forfeit, x_reward", [("reference", 0.05), ("game", 0.05 + 1.0)])
+def test_invalid_answer_forfeits_with_penalty(tok, forfeit, x_reward):
+    turns, results = _worker(FirstEmptyCell(tok, broken=(True,)), tok, forfeit=forfeit).play(
         [EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0
     )
     o = [t for t in turns if t.seat == 1]
     assert len(o) == 1 and not o[0].valid
     assert o[0].reward == pytest.approx(-1.0 - 10.0)  # the game's loss plus the extra penalty
     assert results[0].invalid_by == 1
-    assert [t.reward for t in turns if t.seat == 0] == pytest.approx([0.05 + 1.0])  # forfeit: x wins
+    # reference: the other seat is not paid the win (get_losing_state gives it 0); game: +1
+    assert [t.reward for t in turns if t.seat == 0] == pytest.approx([x_reward])
     m = rollout_metrics(turns, results)
     assert m["invalid/tic_tac_toe/p1"] == 1.0 and m["invalid/tic_tac_toe/p0"] == 0.0
 
@@ -118,3 +120,61 @@ def test_only_learner_response_tokens_have_loss_mask(micro_model_dir, tok):
     logp, _ = token_logprobs(model, ids, attn, 1.0)
     for b, t in enumerate(turns):
         assert torch.allclose(logp[b][mask[b] > 0], torch.tensor(t.behaviour_logprobs), atol=1e-4)
+
+
+class ReferenceFirstLegal:
+    """A scripted engine for the reference prompt style: the first of the LEGAL ACTIONS, or a
+    reply that never stops (cut off at the token limit) when `runaway`."""
+
+    def __init__(self, tok, runaway=False):
+        self.tok = tok
+        self.runaway = runaway
+        self.prompts = []
+
+    def generate(self, prompts, settings, seed):
+        out = []
+        for p in prompts:
+            text = self.tok.decode(p)
+            self.prompts.append(text)
+            legal = re.findall(r"LEGAL ACTIONS:\n(.*?)\.\n", text, re.S)[-1].split(", ")
+            ids = self.tok(f"<answer>{legal[0]}</answer>", add_special_tokens=False)["input_ids"]
+            stopped = not self.runaway
+            out.append(
+                Generation(
+                    ids + ([self.tok.eos_token_id] if stopped else []), [-0.1] * (len(ids) + stopped), stopped
+                )
+            )
+        return out
+
+    def update_weights(self, named):
+        pass
+
+    def sleep(self):
+        pass
+
+    def wake_up(self):
+        pass
+
+
+def test_reference_prompt_style_trains_on_the_reference_text(tok):
+    engine = ReferenceFirstLegal(tok)
+    worker = _worker(engine, tok)
+    worker.style = "reference"
+    turns, results = worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert all(t.valid for t in turns) and results[0].invalid_by is None
+    assert "LEGAL ACTIONS:" in engine.prompts[0] and "<X(0,0)>" in engine.prompts[0]
+    # the chat grows: a seat's later prompt holds its earlier reply as an assistant message
+    later = [p for p in engine.prompts if p.count("<|im_start|>assistant") >= 3]
+    assert later and "<answer><X(0,0)></answer>" in later[0]
+
+
+def test_reply_cut_off_at_the_limit_forfeits(tok):
+    worker = _worker(ReferenceFirstLegal(tok, runaway=True), tok, forfeit_tokens=4096)
+    worker.style = "reference"
+    turns, results = worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert len(turns) == 1 and not turns[0].valid and results[0].invalid_by == 0
+    # with forfeit_tokens=0 (the tiny preset) the same cut-off reply is parsed as before
+    worker = _worker(ReferenceFirstLegal(tok, runaway=True), tok, forfeit_tokens=0)
+    worker.style = "reference"
+    turns, _ = worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert turns[0].valid

@@ -1,0 +1,145 @@
+"""What a new user reads first (issue 10, items 12 and 13): `--version`, `mars-eval list`, every
+option's default in --help, mars-train's help in mars-eval's style, and a README whose quick
+start says what the embedded model does and shows a command where it does it."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+import typer
+
+from mars_eval.cli import app
+from mars_eval.commands.info_cmds import SYSTEMS, catalogue
+from tests.support.cli import cli_env, run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_version_flag() -> None:
+    res = run_cli(["--version"], timeout=60)
+    assert res.returncode == 0, res.describe()
+    assert res.stdout.strip() == f"mars-eval {version('mars-eval')}"
+
+
+def test_list_json_matches_the_registries(shared_data: Path | None = None) -> None:
+    from mars_eval.games import ALL_GAMES
+    from mars_eval.mas import SYSTEM_NAMES
+    from mars_eval.tasks import TASK_NAMES, make_task
+    from training.config import PRESETS
+
+    data = catalogue()
+    tasks = {t["task"]: t for t in data["tasks"]}
+    assert list(tasks) == list(TASK_NAMES)
+    sizes = {name: t["problems"] for name, t in tasks.items()}
+    assert sizes == {"aime24": 30, "aime25": 30, "math500": 500, "gpqa-diamond": 198, "arith": 30}
+    for name in ("aime24", "aime25", "math500", "gpqa-diamond"):
+        assert tasks[name]["source"].startswith(make_task(name).source.repo)
+    assert "aime" in tasks["aime24"]["aliases"] and "gpqa" in tasks["gpqa-diamond"]["aliases"]
+    assert [s["system"] for s in data["systems"]] == list(SYSTEM_NAMES)
+    assert [g["game"] for g in data["games"]] == list(ALL_GAMES)
+    assert [p["preset"] for p in data["presets"]] == list(PRESETS)
+    assert {"mcts<N>", "cfr", "equilibrium", "random", "self"} == set(data["opponents"])
+
+
+def test_listed_task_sizes_match_the_offline_copies(shared_data: Path) -> None:
+    sizes = {t["task"]: t["problems"] for t in catalogue()["tasks"]}
+    for task, name in (("aime24", "aime24.jsonl"), ("aime25", "aime25.jsonl"), ("math500", "math500.jsonl")):
+        rows = [ln for ln in (shared_data / name).read_text().splitlines() if ln.strip()]
+        assert sizes[task] == len(rows), task
+
+
+def test_listed_system_defaults_are_the_systems_own() -> None:
+    from mars_eval.mas import make_system
+    from mars_eval.mas.vote import DEFAULT_VOTES
+
+    mad = make_system("mad")
+    assert SYSTEMS["mad"][1] == {"--rounds": str(mad.rounds), "--mad-judge": mad.judge_sees}
+    debate = make_system("debate")
+    assert SYSTEMS["debate"][1] == {"--agents": str(debate.agents), "--rounds": str(debate.rounds)}
+    autogen = make_system("autogen")
+    assert SYSTEMS["autogen"][1]["--rounds"] == str(autogen.rounds)
+    assert SYSTEMS["autogen"][1]["--autogen-style"] == autogen.style
+    assert SYSTEMS["vote"][1]["--votes"].endswith(f"else {DEFAULT_VOTES}")
+    assert make_system("vote").votes == DEFAULT_VOTES
+
+
+def test_list_prints_every_section_with_options_literal() -> None:
+    res = run_cli(["list"], timeout=60)
+    assert res.returncode == 0, res.describe()
+    for needle in ("tasks", "systems", "games", "opponents", "training presets", "HuggingFaceH4/aime_2024"):
+        assert needle in res.stdout
+    assert "--mad-judge [first-round]" in res.stdout  # "[first-round]" is not eaten as markup
+    for preset in ("qwen3-4b", "tiny", "micro"):
+        assert re.search(rf"^ {re.escape(preset)}\s", res.stdout, re.M), preset
+    assert json.loads(run_cli(["list", "--json"], timeout=60).stdout)["version"] == version("mars-eval")
+
+
+@pytest.mark.parametrize("command", ["mas", "games", "serve", "list"])
+def test_help_shows_every_options_default(command: str) -> None:
+    group = typer.main.get_command(app)
+    sub = group.commands[command]
+    ctx = type(group).context_class(sub, info_name=command)
+    missing = []
+    for param in sub.params:
+        if param.param_type_name != "option" or param.name == "help":
+            continue
+        record = param.get_help_record(ctx)
+        if record is None or not ("default:" in record[1] or "required" in record[1]):
+            missing.append(param.opts[0])
+    assert not missing, f"`mars-eval {command} --help` shows no default for {missing}"
+
+
+def test_mars_train_help_in_mars_eval_style() -> None:
+    import subprocess
+    import sys
+
+    from training.cli import make_parser
+
+    parser = make_parser()
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert parser.default_text(action) is not None or "default:" in (action.help or ""), action.dest
+    script = Path(sys.executable).with_name("mars-train")
+    env = cli_env(COLUMNS="120")
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "Usage: mars-train [OPTIONS] [KEY=VALUE]..."
+    assert any(ln.startswith("╭─ Options") for ln in lines)
+    assert "--preset" in out.stdout and "[default: the preset's]" in out.stdout
+    bad = subprocess.run([str(script), "--steps", "x"], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_readme_mentions_every_preset_and_what_the_tiny_model_is() -> None:
+    from training.config import PRESETS
+
+    for name in PRESETS:
+        assert f"--preset {name}" in README, name
+    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "tic-tac-toe" in quick and "not a\nmath model" in quick and "scores 0%" in quick
+    assert "mars-eval games --games tic_tac_toe --opponents random --model results/tiny" in quick
+    assert "mars-eval list" in quick and "--version" in quick
+
+
+@pytest.mark.slow
+def test_quick_start_games_command_beats_random(tmp_path: Path) -> None:
+    """The README's quick-start game (fewer episodes): the tiny model's mean return over both
+    seats is clearly above a random player's (about -0.05; the model measured +0.28)."""
+    quick = README.split("## Quick start", 1)[1]
+    command = re.search(r"mars-eval (games [^\n]*)", quick).group(1).split()
+    assert command[command.index("--episodes") + 1] == "200"
+    command[command.index("--episodes") + 1] = "60"
+    res = run_cli([*command, "--output", str(tmp_path), "--json"], timeout=600)
+    assert res.returncode == 0, res.describe()
+    rows = res.summary["results"]
+    assert {r["seat"] for r in rows} == {"first", "second"}
+    mean = sum(r["mean_return"] for r in rows) / len(rows)
+    assert mean > 0.1, rows
+    assert all(r["invalid_rate"] < 0.05 for r in rows), rows
