@@ -387,7 +387,10 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
             raise ConfigError(f"{name} must be >= 1 (got {getattr(cfg, name)})")
     if cfg.gen_batch_size < 1:
         raise ConfigError(f"gen_batch_size must be >= 1 (got {cfg.gen_batch_size})")
-    per_unit = len(cfg.games) * world_size
+    tp = cfg.vllm_tensor_parallel if cfg.engine == "vllm" else 1
+    if tp < 1 or world_size % tp:
+        raise ConfigError(f"vllm_tensor_parallel={tp} does not divide the {world_size} rank(s)")
+    per_unit = len(cfg.games) * (world_size // tp)  # one rollout plan per tensor-parallel group
     if cfg.rollout_batch % per_unit:
         raise ConfigError(
             f"rollout_batch={cfg.rollout_batch} does not split evenly over {len(cfg.games)} game(s) "
@@ -395,7 +398,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         )
     if cfg.rollout_batch // per_unit < 2:
         raise ConfigError(f"rollout_batch={cfg.rollout_batch} gives under 2 trajectories per game and rank")
-    if cfg.rollout_batch // world_size < cfg.minibatches:
+    if cfg.rollout_batch // (world_size // tp) < cfg.minibatches:
         raise ConfigError(f"minibatches={cfg.minibatches} exceeds the trajectories per rank")
     if not 0.0 <= cfg.mix_fraction <= 1.0:
         raise ConfigError(f"mix_fraction must be in [0, 1] (got {cfg.mix_fraction})")
@@ -411,10 +414,6 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         raise ConfigError(
             "engine=vllm needs recompute_logprobs=true "
             "(vLLM's sampling log-probs can differ from the trainer's)"
-        )
-    if cfg.vllm_tensor_parallel < 1 or world_size % cfg.vllm_tensor_parallel:
-        raise ConfigError(
-            f"vllm_tensor_parallel={cfg.vllm_tensor_parallel} does not divide the {world_size} rank(s)"
         )
     if cfg.master_dtype == "bfloat16" and cfg.dtype == "float32":
         raise ConfigError("master_dtype=bfloat16 with dtype=float32 is not a mixed-precision setting")

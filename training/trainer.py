@@ -148,6 +148,11 @@ class Trainer:
         wanted = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = dist.init(wanted)
         self.rank, self.world = dist.rank(), dist.world_size()
+        # vLLM tensor parallelism: `tp` consecutive ranks share one engine and one rollout plan;
+        # the group's first rank keeps the trajectories (training/engines/vllm_engine.py)
+        self.tp = cfg.vllm_tensor_parallel if cfg.engine == "vllm" else 1
+        self.dp_rank, self.dp_size = self.rank // self.tp, self.world // self.tp
+        self.keeps_rollouts = self.rank % self.tp == 0
         torch.manual_seed(cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         dist.check_shared_folder(self.out)
@@ -261,7 +266,9 @@ class Trainer:
                 str(path),
                 dtype=cfg.dtype,
                 gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                seed=cfg.seed + self.rank,
+                seed=cfg.seed,  # the same on every rank, as external_launcher requires
+                world_size=self.world,
+                tensor_parallel=self.tp,
             )
         from transformers import AutoModelForCausalLM
 
@@ -329,8 +336,8 @@ class Trainer:
     # --- one step -------------------------------------------------------------------------------
     def rollout(self, step: int) -> tuple[list[Turn], dict[str, float]]:
         cfg = self.cfg
-        per_game = cfg.rollout_batch // (len(cfg.games) * self.world)
-        seed = derive_seed(cfg.seed, "step", step, self.rank)
+        per_game = cfg.rollout_batch // (len(cfg.games) * self.dp_size)
+        seed = derive_seed(cfg.seed, "step", step, self.dp_rank)
         specs = plan_episodes(
             cfg.games,
             per_game,
@@ -345,6 +352,8 @@ class Trainer:
         elapsed = time.perf_counter() - t0
         self.engine.sleep()
         metrics = rollout_metrics(turns, results)
+        if not self.keeps_rollouts:  # the group's other ranks generated the same episodes
+            turns = []
         gen_tokens = sum(len(t.response_ids) for t in turns)
         metrics["rollout_s"] = elapsed
         metrics["rollout_tokens_per_s"] = gen_tokens / max(elapsed, 1e-9)
@@ -497,6 +506,8 @@ class Trainer:
                     )
                     if dummy:
                         loss = loss * 0.0  # joins the collectives, contributes nothing
+                    elif self.tp > 1:  # FSDP averages over all ranks, 1 in tp of which has data
+                        loss = loss * self.tp
                     loss.backward()
                     if not dummy:
                         mb_loss += float(loss.detach())

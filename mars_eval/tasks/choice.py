@@ -61,7 +61,8 @@ _NOT = r"(?P<neg>(?:not|never)\s+)?"
 _L = r"[\(\[\{'\"“‘]?\s*(?P<x>[A-Za-z])\s*[\)\]\}'\"”’]?"
 # "answer ... X": the phrase, the verb/sign, adverbs, an optional negation, the letter.
 _ANSWER = re.compile(
-    rf"(?i:\b{_QUALIFIER}answer(?:\s+(?:choice|option|letter))?(?:\s+(?:to\s+this|here))?)\s*"
+    rf"(?i:\b{_QUALIFIER}answer(?:\s+(?:choice|option|letter))?(?:\s+to\s+(?:this|the)\s+(?:question|problem))?"
+    r"(?:\s+here)?)\s*"
     rf"(?i:(?P<neg1>isn't|is\s+not|wasn't)\s*|(?:{_VERB}\s*)?)(?:(?i:{_ADVERB})\s*)*(?i:{_NOT}){_L}"
 )
 _GOOD = (
@@ -69,7 +70,7 @@ _GOOD = (
     r"valid|viable|reasonable|appropriate|suitable|accurate|matching)"
 )
 _OPTION_IS = re.compile(
-    rf"(?i:\b(?:{_GOOD}|only)\s+(?:option|choice|letter|pick|selection)"
+    rf"(?i:\b(?:{_GOOD}|only)\s+(?:option|choice|letter|pick|selection|statement|one|alternative|response)"
     rf"\s*(?:{_VERB}\s*)?)(?:(?i:{_ADVERB})\s*)*(?i:{_NOT}){_L}"
 )
 _IS_CORRECT = re.compile(  # "C is correct", "(D) is the right answer", "B is the most plausible."

@@ -39,6 +39,46 @@ def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> 
     return len(weights)
 
 
+def engine_kwargs(
+    model_dir: str,
+    *,
+    dtype: str = "bfloat16",
+    gpu_memory_utilization: float = 0.35,
+    max_model_len: int | None = None,
+    seed: int = 0,
+    world_size: int = 1,
+    tensor_parallel: int = 1,
+) -> dict:
+    """`LLM(...)` arguments for this rank.
+
+    One process (world_size 1): the default in-process executor on this process's GPU.
+    Under torchrun: vLLM's torchrun-compatible route, `distributed_executor_backend=
+    "external_launcher"`: every rank builds the engine, vLLM takes the process group torchrun
+    made and puts each rank on its own GPU (LOCAL_RANK; the uniprocess executor would put every
+    rank on cuda:0). `tensor_parallel` consecutive ranks form one engine (they must send the
+    same prompts, which the trainer arranges: one rollout plan per tensor-parallel group) and
+    the world_size / tensor_parallel groups are its data-parallel replicas. vLLM asks for the
+    same `seed` on every rank; sampling still differs between groups through per-request seeds.
+    """
+    if tensor_parallel < 1 or world_size % tensor_parallel:
+        raise ConfigError(f"vllm_tensor_parallel={tensor_parallel} does not divide {world_size} rank(s)")
+    kwargs: dict = dict(
+        model=model_dir,
+        dtype=dtype,
+        enable_sleep_mode=True,
+        gpu_memory_utilization=gpu_memory_utilization,
+        seed=seed,
+        enable_prefix_caching=True,
+        tensor_parallel_size=tensor_parallel,
+    )
+    if world_size > 1:
+        kwargs["distributed_executor_backend"] = "external_launcher"
+        kwargs["data_parallel_size"] = world_size // tensor_parallel
+    if max_model_len:
+        kwargs["max_model_len"] = max_model_len
+    return kwargs
+
+
 class VLLMEngine:
     def __init__(
         self,
@@ -48,6 +88,8 @@ class VLLMEngine:
         gpu_memory_utilization: float = 0.35,
         max_model_len: int | None = None,
         seed: int = 0,
+        world_size: int = 1,
+        tensor_parallel: int = 1,
     ):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         try:
@@ -56,17 +98,17 @@ class VLLMEngine:
             raise ConfigError("engine=vllm needs the extra: pip install -e .[vllm]") from exc
         if not torch.cuda.is_available():
             raise ConfigError("engine=vllm needs a CUDA GPU")
-        kwargs = dict(
-            model=model_dir,
-            dtype=dtype,
-            enable_sleep_mode=True,
-            gpu_memory_utilization=gpu_memory_utilization,
-            seed=seed,
-            enable_prefix_caching=True,
+        self.llm = LLM(
+            **engine_kwargs(
+                model_dir,
+                dtype=dtype,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_model_len=max_model_len,
+                seed=seed,
+                world_size=world_size,
+                tensor_parallel=tensor_parallel,
+            )
         )
-        if max_model_len:
-            kwargs["max_model_len"] = max_model_len
-        self.llm = LLM(**kwargs)
         self.asleep = False
 
     def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]:
