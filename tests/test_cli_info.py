@@ -26,7 +26,7 @@ def test_version_flag() -> None:
     assert res.stdout.strip() == f"mars-eval {version('mars-eval')}"
 
 
-def test_list_json_matches_the_registries(shared_data: Path | None = None) -> None:
+def test_list_json_matches_the_registries() -> None:
     from mars_eval.games import ALL_GAMES
     from mars_eval.mas import SYSTEM_NAMES
     from mars_eval.tasks import TASK_NAMES, make_task
@@ -106,7 +106,7 @@ def test_mars_train_help_in_mars_eval_style() -> None:
             continue
         assert parser.default_text(action) is not None or "default:" in (action.help or ""), action.dest
     script = Path(sys.executable).with_name("mars-train")
-    env = cli_env(COLUMNS="120")
+    env = cli_env(COLUMNS="200")
     out = subprocess.run([str(script), "--help"], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

@@ -433,9 +433,11 @@ def total_optimizer_steps(cfg: TrainConfig) -> int:
 
 def derived(cfg: TrainConfig, world_size: int = 1) -> dict[str, Any]:
     """Figures that follow from the settings (what --print-config shows beside them)."""
-    per_rank = cfg.rollout_batch // max(1, world_size)
+    tp = cfg.vllm_tensor_parallel if cfg.engine == "vllm" else 1
+    per_rank = cfg.rollout_batch // max(1, world_size // tp)  # per tensor-parallel group
     return {
         "world_size": world_size,
+        "vllm_tensor_parallel": tp,
         "trajectories_per_rank": per_rank,
         "trajectories_per_game_and_rank": per_rank // max(1, len(cfg.games)),
         "optimizer_steps_per_rollout_batch": optimizer_steps_per_rollout(cfg),

@@ -72,6 +72,7 @@ def _tasks() -> list[dict[str, Any]]:
     from mars_eval.tasks import TASK_ALIASES, TASK_NAMES, make_task
 
     rows = []
+    by_source: dict[str, int] = {}  # a variant of a benchmark (another prompt) has its size
     for name in TASK_NAMES:
         task = make_task(name)
         source = getattr(task, "source", None)
@@ -79,6 +80,7 @@ def _tasks() -> list[dict[str, Any]]:
         if getattr(source, "config", None):
             repo += f" ({source.config})"
         size = task_size(name) if name != "arith" else getattr(task, "n", None)
+        size = by_source.setdefault(repo, size) if size is not None else by_source.get(repo)
         aliases = sorted(a for a, t in TASK_ALIASES.items() if t == name)
         rows.append(
             {
@@ -187,7 +189,9 @@ def print_catalogue(data: dict[str, Any], console: Console) -> None:
 
 
 def list_command(
-    json_out: Annotated[bool, typer.Option("--json", help="Print the list as one JSON object")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the list as one JSON object", show_default="off")
+    ] = False,
 ) -> None:
     """List tasks (sizes, sources), systems (options), games, opponents and training presets."""
     data = catalogue()
