@@ -3,7 +3,8 @@ only) the update MFU of a Qwen3-0.6B-shaped model.
 
     python benchmarks/bench_train.py                 # tiny preset, CPU (about a minute)
     python benchmarks/bench_train.py --steps 5       # more steps, steadier numbers
-    python benchmarks/bench_train.py --gpu-mfu       # needs CUDA: Qwen3-0.6B shape, bf16
+    python benchmarks/bench_train.py --gpu-mfu       # needs CUDA: Qwen3-0.6B shape, bf16 compute
+    python benchmarks/bench_train.py --gpu-mfu --pure-bf16   # bf16 weights too (no fp32 master)
 
 Rollout tokens/s counts generated response tokens over the whole rollout (generation, parsing,
 game moves, behaviour log-prob scoring). Update tokens/s counts every token (prompt and
@@ -53,8 +54,12 @@ def bench_tiny(steps: int) -> dict[str, float]:
     }
 
 
-def bench_gpu_mfu(seq_len: int = 2048, batch: int = 8, iters: int = 10, peak_tflops: float = 989.0) -> dict:
-    """Forward+backward of a randomly initialised Qwen3-0.6B-shaped model in bf16 on one GPU."""
+def bench_gpu_mfu(
+    seq_len: int = 2048, batch: int = 8, iters: int = 10, peak_tflops: float = 989.0, pure_bf16: bool = False
+) -> dict:
+    """Forward+backward of a randomly initialised Qwen3-0.6B-shaped model on one GPU, as the
+    trainer runs it: fp32 master weights and AdamW, bf16 compute under autocast
+    (training/precision.py); `pure_bf16` puts the weights in bf16 too."""
     if not torch.cuda.is_available():
         raise SystemExit("--gpu-mfu needs CUDA")
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -70,7 +75,10 @@ def bench_gpu_mfu(seq_len: int = 2048, batch: int = 8, iters: int = 10, peak_tfl
         max_position_embeddings=40960,
         tie_word_embeddings=True,
     )
-    model = Qwen3ForCausalLM(cfg).to("cuda", torch.bfloat16)
+    from training.precision import compute_context
+
+    master = "bfloat16" if pure_bf16 else "float32"
+    model = Qwen3ForCausalLM(cfg).to("cuda", getattr(torch, master))
     model.gradient_checkpointing_enable()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     ids = torch.randint(0, cfg.vocab_size, (batch, seq_len), device="cuda")
@@ -80,7 +88,8 @@ def bench_gpu_mfu(seq_len: int = 2048, batch: int = 8, iters: int = 10, peak_tfl
         if i == 2:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss
+        with compute_context(torch.device("cuda"), "bfloat16", master):
+            loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -95,9 +104,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--gpu-mfu", action="store_true")
+    ap.add_argument("--pure-bf16", action="store_true", help="with --gpu-mfu: bf16 weights, no fp32 master")
     args = ap.parse_args()
     if args.gpu_mfu:
-        print(bench_gpu_mfu(), f"\nrerun: {RERUN} --gpu-mfu")
+        flag = " --pure-bf16" if args.pure_bf16 else ""
+        print(bench_gpu_mfu(pure_bf16=args.pure_bf16), f"\nrerun: {RERUN} --gpu-mfu{flag}")
         return 0
     torch.set_num_threads(max(1, torch.get_num_threads()))
     r = bench_tiny(args.steps)

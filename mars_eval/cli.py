@@ -48,7 +48,13 @@ def _sampling(thinking, temperature, top_p, top_k, min_p, presence_penalty, max_
 
 @app.command()
 def mas(
-    task: Annotated[str, typer.Option(help="aime24 (aime), aime25, gpqa-diamond (gpqa), math500, arith")],
+    task: Annotated[
+        str,
+        typer.Option(
+            help="aime24 (aime), aime25, gpqa-diamond (gpqa), gpqa-diamond-maslab (gpqa-maslab), "
+            "math500, arith"
+        ),
+    ],
     system: Annotated[str, typer.Option(help="single, mad, autogen, debate, vote")] = "single",
     model: Annotated[
         str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)

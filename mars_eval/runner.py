@@ -106,7 +106,11 @@ def sample_key(problem: Problem, k: int) -> str:
 async def solve_one(
     system: System, task: Task, problem: Problem, k: int, client: ModelClient, cfg: EvalConfig
 ) -> dict[str, Any]:
-    """Run one sample; never raises for model, scorer or system failures: they become `error`."""
+    """Run one sample; never raises for model, scorer or system failures: they become `error`.
+
+    A context overflow is the system's own failure, not an error: the sample is scored wrong
+    and counted (`mars_eval.outcomes`), as are replies cut off by max_tokens.
+    """
     key = sample_key(problem, k)
     ctx = SampleContext(client=client, params=cfg.params, sample_key=key, seed=cfg.seed)
     started = time.perf_counter()

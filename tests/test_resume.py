@@ -149,6 +149,7 @@ class BadBytesApp(ScriptedApp):
         return resp
 
 
+@pytest.mark.slow
 def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path):
     aime = write_aime_set(tmp_path / "aime.jsonl", n=6)
     odd = {"[Q01]": "lone \ud800 surrogate", "[Q02]": "a NUL \x00 byte", "[Q03]": "bytes @@BAD@@ here"}
@@ -190,6 +191,7 @@ def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path):
         assert again.summary["accuracy"] == s["accuracy"]
 
 
+@pytest.mark.slow
 def test_second_identical_command_exits_2_and_names_the_first(setup):
     aime, srv, args, output = setup
     srv.latency = 60.0  # the first run's calls stay in flight while the second command starts
@@ -215,6 +217,7 @@ def test_second_identical_command_exits_2_and_names_the_first(setup):
     assert res.summary["n"] == N and srv.stats()["ok"] == N and max(srv.ok_bodies().values()) == 1
 
 
+@pytest.mark.slow
 def test_full_disk_mid_run_is_one_line_then_the_same_command_resumes(setup):
     import resource
     import subprocess

@@ -214,6 +214,7 @@ def test_an_unwritable_run_folder_stops_the_run_instead_of_erroring_samples(tmp_
     assert summary["errors"] == 0 and summary["accuracy"] == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_mas_exit_code_is_3_when_every_call_failed(tmp_path, scripted_server):
     from tests.support.cli import mas_args, run_cli
     from tests.support.datasets import write_aime_set

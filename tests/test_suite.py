@@ -209,3 +209,13 @@ def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
     with pytest.raises(ConfigError, match="prompt style"):  # a bad option fails before any run
         games_runner.games_command(model=["a", "b"], **{**options, "prompt_style": "wide"})
     assert ran == ["a", "b"]
+
+
+def test_gpqa_order_applies_to_gpqa_tasks_only():
+    from mars_eval.commands.suite_cmds import _gpqa_order
+
+    assert _gpqa_order("gpqa-diamond", "maslab") == "gpqa-diamond-maslab"
+    assert _gpqa_order("aime24", "maslab") == "aime24"
+    assert _gpqa_order("gpqa-diamond", "shuffled") == "gpqa-diamond"
+    with pytest.raises(ConfigError, match="--gpqa-order"):
+        _gpqa_order("aime24", "sorted")

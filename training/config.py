@@ -54,6 +54,9 @@ class TrainConfig:
     length_penalty_max: float = 0.5
     forfeit: str = "reference"  # payoffs of an invalid move: "reference" (envs' get_losing_state) | "game"
     forfeit_tokens: int = 4096  # a reply of this many tokens or more forfeits (reference; 0: off)
+    # the reference's sequence_length: a turn whose prompt + reply leaves <= 1000 of these
+    # tokens forfeits (env_manager "overlong_sequence"); 0: off
+    sequence_length: int = 32768
     # --- advantage ---
     advantage: str = "turn"  # "turn" (MARS) | "trajectory" (GRPO-style ablation)
     # "reference" (the reference pipeline, see training/advantages.py) | "return_mean" (per
@@ -150,6 +153,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         master_dtype="float32",
         forfeit="reference",
         forfeit_tokens=4096,
+        sequence_length=32768,
         length_penalty_start=2048,
         length_penalty_end=4085,
         kl_coef=0.2,
@@ -202,6 +206,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         kl_clamp=0.0,
         forfeit="game",
         forfeit_tokens=0,
+        sequence_length=0,
         kl_coef=0.05,  # an anchor to the warm-started policy: an all-invalid batch still has a gradient
         temperature=1.0,
         top_p=1.0,
@@ -237,6 +242,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         rollout_batch=8,
         minibatches=2,
         forfeit_tokens=0,
+        sequence_length=0,
         steps=2,
         lr=1e-3,
         warmup_steps=0,
@@ -417,8 +423,10 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         )
     if cfg.master_dtype == "bfloat16" and cfg.dtype == "float32":
         raise ConfigError("master_dtype=bfloat16 with dtype=float32 is not a mixed-precision setting")
-    if cfg.reward_clip < 0 or cfg.advantage_clip < 0 or cfg.kl_clamp < 0 or cfg.forfeit_tokens < 0:
-        raise ConfigError("reward_clip, advantage_clip, kl_clamp and forfeit_tokens must be >= 0")
+    if min(cfg.reward_clip, cfg.advantage_clip, cfg.kl_clamp, cfg.forfeit_tokens, cfg.sequence_length) < 0:
+        raise ConfigError(
+            "reward_clip, advantage_clip, kl_clamp, forfeit_tokens, sequence_length must be >= 0"
+        )
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
 

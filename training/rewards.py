@@ -9,8 +9,11 @@ end of the episode):
           + invalid_penalty          if it was invalid: the game ends (-10); a reply of
                                      forfeit_tokens (4096) tokens or more, or cut off at the
                                      token limit, is invalid too (as in evaluation)
-          + (draw_value - 0)         on the last turn of a competitive game whose final payoffs
-                                     are all 0 (a draw's 0 becomes 0.1)
+          + draw_value               on the player's last turn when the game ends by itself and
+                                     the final move paid that player 0 (the reference envs turn
+                                     a terminal step reward of 0 into 0.1: a tic-tac-toe draw,
+                                     or a Hanabi game ending on a move that scored nothing; the
+                                     poker envs do not)
           + length_penalty(n_t)      n_t = response tokens of the turn
 
     length_penalty(n) = -max * clamp((n - start) / (end - start), 0, 1)
@@ -35,6 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# games whose reference environment turns a terminal step reward of 0 into 0.1
+ZERO_STEP_BONUS_GAMES = ("tic_tac_toe", "connect_four", "mini_hanabi", "simple_hanabi")
+
 
 @dataclass(frozen=True)
 class RewardShaping:
@@ -57,6 +63,12 @@ class RewardShaping:
         """The part of a turn's reward known when the action is taken."""
         bonus = self.valid_bonus if valid else self.invalid_penalty
         return bonus + self.length_penalty(n_tokens)
+
+    def terminal_bonus(self, game: str, last_step_rewards: list[float], forfeited: bool) -> list[float]:
+        """Per player: draw_value where the game ended by itself on a step that paid it 0."""
+        if forfeited or game not in ZERO_STEP_BONUS_GAMES:
+            return [0.0] * len(last_step_rewards)
+        return [self.draw_value if r == 0.0 else 0.0 for r in last_step_rewards]
 
     def draw_bonus(self, final_returns: list[float], cooperative: bool) -> float:
         """Added to each player's last turn when a competitive game ends in a 0-0 draw."""

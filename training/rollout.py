@@ -116,7 +116,9 @@ class RolloutWorker:
         max_turns: int = 200,
         forfeit: str = "reference",
         forfeit_tokens: int = 0,
+        sequence_length: int = 0,
     ):
+        self.sequence_length = sequence_length  # prompt + reply within 1000 of this forfeits; 0: off
         self.engine = engine
         self.forfeit = forfeit  # payoffs after a forfeit (training/rewards.py)
         self.forfeit_tokens = forfeit_tokens  # replies this long (or cut off) are invalid; 0: off
@@ -181,6 +183,8 @@ class RolloutWorker:
                 overlong = self.forfeit_tokens > 0 and (
                     not gen.stopped or len(gen.token_ids) >= self.forfeit_tokens
                 )
+                if self.sequence_length > 0:  # the reference: <= 1000 tokens left in the sequence
+                    overlong |= self.sequence_length - len(prompt) - len(gen.token_ids) <= 1000
                 action = (
                     None
                     if overlong
@@ -218,10 +222,11 @@ class RolloutWorker:
             ep = live.episode
             final = ep.returns()
             payoff = final_payoffs(ep, self.forfeit)
-            draw = self.shaping.draw_bonus(payoff, live.cooperative)
+            last_step = [float(r) for r in ep.state.rewards()]
+            bonus = self.shaping.terminal_bonus(live.spec.game, last_step, ep.forfeited_by is not None)
             for seat, seat_turns in live.turns.items():
                 shaping = [self.shaping.action_shaping(t.valid, len(t.response_ids)) for t in seat_turns]
-                rewards = turn_rewards(live.returns_before[seat], payoff[seat], shaping, draw)
+                rewards = turn_rewards(live.returns_before[seat], payoff[seat], shaping, bonus[seat])
                 for t, r in zip(seat_turns, rewards, strict=True):
                     t.reward = r
                 turns.extend(seat_turns)

@@ -220,6 +220,7 @@ class Trainer:
             max_turns=cfg.max_turns,
             forfeit=cfg.forfeit,
             forfeit_tokens=cfg.forfeit_tokens,
+            sequence_length=cfg.sequence_length,
         )
         self.eval_worker = RolloutWorker(
             self.engine,
@@ -231,6 +232,7 @@ class Trainer:
             max_turns=cfg.max_turns,
             forfeit=cfg.forfeit,
             forfeit_tokens=cfg.forfeit_tokens,
+            sequence_length=cfg.sequence_length,
         )
 
     def _make_initial(self, initial: Path) -> None:

@@ -46,7 +46,8 @@ TASK_NOTES = {
     "aime24": "AIME 2024, integer answers",
     "aime25": "AIME 2025, integer answers",
     "math500": "MATH-500, math-verify scoring",
-    "gpqa-diamond": "GPQA-Diamond, multiple choice A-D (gated on the hub)",
+    "gpqa-diamond": "GPQA-Diamond, multiple choice A-D, options shuffled (gated on the hub)",
+    "gpqa-diamond-maslab": "GPQA-Diamond in MASLab's order (correct option always A)",
     "arith": "synthetic arithmetic word problems, generated offline",
 }
 

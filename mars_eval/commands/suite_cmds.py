@@ -59,6 +59,15 @@ def suite(
     autogen_client: Annotated[
         str, typer.Option(help="autogen's model client: openai, adapter, auto")
     ] = "auto",
+    autogen_style: Annotated[
+        str, typer.Option(help="autogen conversation: maslab (MASLab's AutoGen) or solver-reviewer")
+    ] = "maslab",
+    mad_judge: Annotated[
+        str, typer.Option(help="Which round MAD's judge is shown: first-round (the references) or last-round")
+    ] = "first-round",
+    gpqa_order: Annotated[
+        str, typer.Option(help="GPQA option order: shuffled, or maslab (unshuffled; GPQA tasks only)")
+    ] = "shuffled",
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
     from mars_eval import validate
@@ -91,6 +100,9 @@ def suite(
         for m in models:
             validate.check_model_folder(m)
     tasks = list(dict.fromkeys(make_task(t).name for t in task))
+    files = parse_data_files(data_files, tasks)
+    files = {_gpqa_order(t, gpqa_order): f for t, f in files.items()}
+    tasks = list(dict.fromkeys(_gpqa_order(t, gpqa_order) for t in tasks))
     params = SamplingParams.for_mode(
         thinking,
         temperature=temperature,
@@ -117,13 +129,15 @@ def suite(
         max_attempts=max_attempts,
         engine=engine,
         autogen_client=autogen_client,
+        autogen_style=autogen_style,
+        mad_judge=mad_judge,
     )
     plan = SuitePlan(
         models=models,
         systems=list(dict.fromkeys(system)),
         tasks=tasks,
         template=template,
-        data_files=parse_data_files(data_files, tasks),
+        data_files=files,
     )
     cells = asyncio.run(run_suite(plan))
     _write_suite_file(plan)
@@ -136,6 +150,16 @@ def suite(
         raise typer.Exit(1)
     if any((c.summary or {}).get("errors") for c in cells):
         raise typer.Exit(3)
+
+
+def _gpqa_order(task: str, order: str) -> str:
+    """--gpqa-order for one task of the suite: it turns GPQA tasks into their ordered variant and
+    leaves the other tasks alone (an unknown order is a ConfigError either way)."""
+    from mars_eval.tasks import GPQA_ORDERS, make_task, task_with_gpqa_order
+
+    if order not in GPQA_ORDERS:
+        raise ConfigError(f"--gpqa-order must be one of: {', '.join(GPQA_ORDERS)} (got {order!r})")
+    return make_task(task_with_gpqa_order(task, order)).name if task.startswith("gpqa") else task
 
 
 def _write_suite_file(plan) -> None:

@@ -8,12 +8,16 @@ Two layers:
   (honouring Retry-After), 5xx, timeouts and dropped connections with exponential backoff and
   jitter, for a bounded number of attempts. Because it sits under httpx, the same pool serves
   our `HTTPClient` and any other OpenAI client (AutoGen's `OpenAIChatCompletionClient`).
-  A chat request refused because prompt + max_tokens exceed the context (see
-  `mars_eval.models.context`) is sent again with max_tokens lowered to what is left: the
-  context length comes from the refusal or from /v1/models (vLLM's `max_model_len`), the
-  prompt's size from the refusal or, when it gives only a lower bound, from vLLM's /tokenize;
-  failing both, max_tokens is halved (a few times at most). The reply then says so in a
-  `x-mars-max-tokens` header. A prompt that alone does not fit stays refused.
+  Context length. Where /v1/models states it (vLLM's `max_model_len`), a chat request that
+  might not fit (its body's size, an upper bound on its prompt's tokens, plus max_tokens
+  exceeds the context) is first measured with vLLM's POST /tokenize and its max_tokens lowered
+  to what is left, so a long conversation is not refused needlessly; short requests are sent as
+  they are, without the extra call. A request refused anyway (another server, no /tokenize;
+  see `mars_eval.models.context` for the wordings) is sent again with max_tokens lowered: the
+  context length from the refusal or /v1/models, the prompt's size from the refusal or
+  /tokenize; failing both, max_tokens is halved (a few times at most). A reply whose max_tokens
+  was lowered says so in a `x-mars-max-tokens` header. A prompt that alone does not fit stays
+  refused (`ContextOverflowError` in `HTTPClient`).
 - `HTTPClient` is the `ModelClient`: the real `openai.AsyncOpenAI` over that transport, with
   Qwen3/vLLM extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking
   split from the reply (`reasoning_content`, `reasoning`, or inline `<think>`).
@@ -25,6 +29,7 @@ import asyncio
 import email.utils
 import json
 import random
+import re
 import time
 from dataclasses import dataclass
 
@@ -48,6 +53,9 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 DEFAULT_CONCURRENCY = 512  # enough in flight to keep a vLLM server's batch full
 MALFORMED_ATTEMPTS = 3  # a 200 whose body is not a chat completion is asked for again
 MAX_TOKENS_RETRIES = 4  # context refusals answered by a smaller max_tokens, per request
+TEMPLATE_SLACK = 64  # chat-template tokens beyond the message text (Qwen3: about 5 per message)
+_MAX_TOKENS_FIELD = re.compile(rb'"max(?:_completion)?_tokens"\s*:\s*(\d+)')
+_MODEL_FIELD = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 
 
@@ -96,6 +104,8 @@ class EndpointPool(httpx.AsyncBaseTransport):
         self.retries = 0
         self.lowered = 0  # requests sent again with a smaller max_tokens after a context refusal
         self.max_model_len: dict[str, int] = {}  # model id -> context length, from /v1/models
+        self.measured = 0  # requests measured with /tokenize before sending
+        self._can_tokenize: bool | None = None  # False once an endpoint has no /tokenize
 
     @property
     def base_url(self) -> str:
@@ -127,8 +137,12 @@ class EndpointPool(httpx.AsyncBaseTransport):
             self._semaphore = asyncio.Semaphore(self.concurrency)
         await request.aread()  # the body must be re-sendable on retry
         async with self._semaphore:
-            response = await self._send_retrying(request)
             lowered_to = None
+            fitted = await self._fitted(request)
+            if fitted is not None:
+                request, lowered_to = fitted
+                self.lowered += 1
+            response = await self._send_retrying(request)
             for _ in range(MAX_TOKENS_RETRIES):
                 if response.status_code != 400:
                     break
@@ -171,6 +185,47 @@ class EndpointPool(httpx.AsyncBaseTransport):
         assert last_error is not None
         raise last_error
 
+    async def _fitted(self, request: httpx.Request) -> tuple[httpx.Request, int] | None:
+        """Before sending: the request with max_tokens lowered to what the context leaves, when
+        the context length is known and the prompt, measured by /tokenize, leaves less."""
+        if not self.max_model_len or self._can_tokenize is False:
+            return None
+        if not request.url.path.endswith("/chat/completions"):
+            return None
+        asked_m, model_m = _MAX_TOKENS_FIELD.search(request.content), _MODEL_FIELD.search(request.content)
+        if asked_m is None or model_m is None:
+            return None
+        max_len = self.max_model_len.get(model_m.group(1).decode(errors="replace"))
+        asked = int(asked_m.group(1))
+        # Every prompt token stands for at least one byte of the JSON body, which also holds
+        # each message's role and quoting (more than the template adds per message).
+        if max_len is None or len(request.content) + TEMPLATE_SLACK + asked <= max_len:
+            return None
+        try:
+            body = json.loads(request.content)
+        except ValueError:
+            return None
+        counted = await self._count_prompt(request, body)
+        if counted is None:
+            return None
+        self.measured += 1
+        prompt, stated = counted
+        max_len = stated or max_len
+        room = max_len - prompt
+        if room < 1 or room >= asked:  # nothing left (the server refuses it), or it fits as is
+            return None
+        return self._with_max_tokens(request, body, room), room
+
+    @staticmethod
+    def _with_max_tokens(request: httpx.Request, body: dict, value: int) -> httpx.Request:
+        field = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
+        body[field] = value
+        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
+        content = json.dumps(body).encode()
+        return httpx.Request(
+            request.method, request.url, headers=headers, content=content, extensions=request.extensions
+        )
+
     async def _lowered(
         self, request: httpx.Request, response: httpx.Response
     ) -> tuple[httpx.Request, int] | None:
@@ -199,16 +254,7 @@ class EndpointPool(httpx.AsyncBaseTransport):
         new = room_for_reply(found, asked, known)
         if new is None:
             return None
-        body[field] = new
-        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-        smaller = httpx.Request(
-            request.method,
-            request.url,
-            headers=headers,
-            content=json.dumps(body).encode(),
-            extensions=request.extensions,
-        )
-        return smaller, new
+        return self._with_max_tokens(request, body, new), new
 
     async def _count_prompt(self, request: httpx.Request, body: dict) -> tuple[int, int | None] | None:
         """(prompt tokens, context length) from vLLM's POST /tokenize, or None where it has none."""
@@ -219,11 +265,15 @@ class EndpointPool(httpx.AsyncBaseTransport):
         root = endpoint.base[: -len("/v1")] if endpoint.base.endswith("/v1") else endpoint.base
         headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
         probe = httpx.Request("POST", request.url, headers=headers, content=json.dumps(ask).encode())
+        if self._can_tokenize is False:
+            return None
         try:
             reply = await self._send(probe, f"{root}/tokenize")
             data = json.loads(reply.content) if reply.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
+        if reply.status_code in (404, 405, 501):  # not vLLM: ask no more, rely on refusals
+            self._can_tokenize = False
         if not isinstance(data, dict) or not isinstance(data.get("count"), int):
             return None
         max_len = data.get("max_model_len")

@@ -110,24 +110,44 @@ def _chat(srv: ScriptedServer, words: int, max_tokens: int):
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("style", STYLES)
-def test_max_tokens_is_lowered_to_what_is_left(style):
-    """Prompt 20 + 4 = 24 tokens, context 100, max_tokens 500: sent again with 76, in every wording."""
-    with ScriptedServer(lambda req: Reply("ok"), context=ContextLimit(100, style)) as srv:
+def test_max_tokens_is_lowered_before_sending_where_the_context_is_known():
+    """/v1/models states 100; the prompt is 24 tokens (by /tokenize); max_tokens 500 -> 76, unrefused."""
+    with ScriptedServer(lambda req: Reply("ok"), context=ContextLimit(100)) as srv:
         resp = _chat(srv, words=20, max_tokens=500)
         outcomes = [e.outcome for e in srv.entries()]
-    assert resp.content == "ok"
-    assert resp.extra["max_tokens_lowered_to"] == 76
-    assert outcomes == ["overflow", "ok"]
+        measured = srv.app.tokenize_calls
+    assert resp.content == "ok" and resp.extra["max_tokens_lowered_to"] == 76
+    assert outcomes == ["ok"] and measured == 1
 
 
-def test_lower_bound_without_tokenize_halves_until_it_fits():
-    limit = ContextLimit(100, "vllm-0.12", tokenize=False)
+def test_requests_that_surely_fit_are_not_measured():
+    with ScriptedServer(lambda req: Reply("ok"), context=ContextLimit(1000)) as srv:
+        resp = _chat(srv, words=20, max_tokens=50)
+        measured = srv.app.tokenize_calls
+    assert resp.content == "ok" and "max_tokens_lowered_to" not in resp.extra and measured == 0
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("in_models", [True, False])
+def test_a_refusal_is_answered_with_what_is_left(style, in_models):
+    """Without /tokenize (SGLang): refused once, then sent with 76, in every wording."""
+    limit = ContextLimit(100, style, tokenize=False, in_models=in_models)
     with ScriptedServer(lambda req: Reply("ok"), context=limit) as srv:
-        resp = _chat(srv, words=20, max_tokens=500)  # 500 -> 99 (context - 1) -> 49 (half) fits
+        resp = _chat(srv, words=20, max_tokens=500)
         outcomes = [e.outcome for e in srv.entries()]
-    assert resp.content == "ok" and resp.extra["max_tokens_lowered_to"] == 49
-    assert outcomes == ["overflow", "overflow", "ok"]
+    if style == "vllm-0.12":  # only a lower bound on the prompt: 500 -> 99 (context - 1) -> 49 (half)
+        assert resp.extra["max_tokens_lowered_to"] == 49 and outcomes == ["overflow", "overflow", "ok"]
+    else:
+        assert resp.extra["max_tokens_lowered_to"] == 76 and outcomes == ["overflow", "ok"]
+    assert resp.content == "ok"
+
+
+def test_a_lower_bound_is_measured_with_tokenize_when_there_is_one():
+    limit = ContextLimit(100, "vllm-0.12", in_models=False)  # /tokenize, but no max_model_len listed
+    with ScriptedServer(lambda req: Reply("ok"), context=limit) as srv:
+        resp = _chat(srv, words=20, max_tokens=500)
+        outcomes = [e.outcome for e in srv.entries()]
+    assert resp.extra["max_tokens_lowered_to"] == 76 and outcomes == ["overflow", "ok"]
 
 
 @pytest.mark.parametrize("style", STYLES)

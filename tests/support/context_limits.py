@@ -1,7 +1,7 @@
 """A context length for the scripted server: refusals worded as real servers word them.
 
 `ContextLimit(max_model_len, style)` makes the scripted server state `max_model_len` in
-/v1/models (as vLLM does), answer vLLM's `POST /tokenize` (when `tokenize` is on), and refuse a
+/v1/models (as vLLM does; `in_models`), answer vLLM's `POST /tokenize` (`tokenize`), and refuse a
 chat request whose prompt + max_tokens do not fit with HTTP 400 and the wording of `style`:
 
   vllm-0.10  "... However, you requested T tokens (P in the messages, X in the completion)."
@@ -29,6 +29,7 @@ class ContextLimit:
     max_model_len: int
     style: str = "vllm-0.10"
     tokenize: bool = True  # serve POST /tokenize (vLLM has it; SGLang does not)
+    in_models: bool = True  # state max_model_len in /v1/models (as vLLM does)
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:

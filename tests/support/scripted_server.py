@@ -87,6 +87,7 @@ class ScriptedApp:
         self.latency = latency
         self.faults = faults or FaultPlan()
         self.context = context  # a context length: refusals as vLLM/SGLang word them
+        self.tokenize_calls = 0
         self.log: list[LogEntry] = []
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -145,12 +146,13 @@ class ScriptedApp:
 
     async def models(self, request: web.Request) -> web.Response:
         card = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
-        if self.context is not None:
+        if self.context is not None and self.context.in_models:
             card["max_model_len"] = self.context.max_model_len
         return web.json_response({"object": "list", "data": [card]})
 
     async def tokenize(self, request: web.Request) -> web.Response:
         """vLLM's POST /tokenize for chat messages: the prompt's token count and the context length."""
+        self.tokenize_calls += 1
         if self.context is None or not self.context.tokenize:
             return _error(404, "Not Found", "NotFoundError")
         body = await request.json()

@@ -16,12 +16,15 @@ def digest(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def main(output: str) -> int:
+def main(output: str, dtype: str = "float32") -> int:
     from training import distributed as dist
     from training.config import build_config
     from training.trainer import Trainer
 
-    cfg = build_config("micro", overrides={"steps": 3, "save_every": 0, "device": "cpu", "rollout_batch": 8})
+    cfg = build_config(
+        "micro",
+        overrides={"steps": 3, "save_every": 0, "device": "cpu", "rollout_batch": 8, "dtype": dtype},
+    )
     trainer = Trainer(cfg, output, log=lambda *_: None)
     trainer.preflight()
     trainer.setup()
@@ -32,9 +35,23 @@ def main(output: str) -> int:
         trainer.update(turns, step)
         trainer.push_weights()
     policy = digest(dist.full_state_dict(trainer.policy))
-    engine = digest(dict(trainer.engine.model.state_dict()))
+    engine = digest({k: v.float() for k, v in trainer.engine.model.state_dict().items()})
+    trainer.save("step-3", 3)  # weights and optimizer state gathered to rank 0's CPU only
+    saved = ""
+    if dist.rank() == 0:
+        from safetensors.torch import load_file
+
+        saved = digest(load_file(f"{output}/checkpoints/step-3/model.safetensors"))
+    master = sorted({str(p.dtype) for p in trainer.policy.parameters()})
     everyone = dist.all_gather_objects(
-        {"rank": dist.rank(), "policy": policy, "engine": engine, "initial": initial}
+        {
+            "rank": dist.rank(),
+            "policy": policy,
+            "engine": engine,
+            "initial": initial,
+            "saved": saved,
+            "master": master,
+        }
     )
     if dist.rank() == 0:
         with open(f"{output}/fsdp_result.json", "w") as f:
@@ -44,4 +61,4 @@ def main(output: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:]))

@@ -66,3 +66,15 @@ def test_save_checkpoint_is_loadable(tmp_path, micro_model_dir):
     assert ckpt.load_train_state(out)["step"] == 3
     released = ckpt.copy_for_release(out, tmp_path / "release")
     assert not (released / ckpt.STATE_DIR).exists() and (released / "mars_eval.json").exists()
+
+
+def test_shared_folder_token_tells_ranks_apart(tmp_path):
+    from training.distributed import shared_folder_token
+
+    shared, other_node = tmp_path / "shared", tmp_path / "local"
+    shared.mkdir()
+    other_node.mkdir()
+    assert shared_folder_token(shared, "abc", write=True)  # rank 0 writes
+    assert shared_folder_token(shared, "abc", write=False)  # a rank on the same filesystem sees it
+    assert not shared_folder_token(other_node, "abc", write=False)  # a node with its own disk does not
+    assert not shared_folder_token(shared, "stale", write=False)  # an old marker does not count

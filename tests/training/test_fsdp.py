@@ -16,7 +16,8 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-def test_two_process_fsdp_stays_in_step(tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_two_process_fsdp_stays_in_step(tmp_path, dtype):
     worker = Path(__file__).with_name("fsdp_worker.py")
     cmd = [
         sys.executable,
@@ -30,6 +31,7 @@ def test_two_process_fsdp_stays_in_step(tmp_path):
         str(_free_port()),
         str(worker),
         str(tmp_path),
+        dtype,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -37,5 +39,10 @@ def test_two_process_fsdp_stays_in_step(tmp_path):
     assert result["world"] == 2
     r0, r1 = result["ranks"]
     assert r0["policy"] == r1["policy"]  # same parameters on both ranks
-    assert r0["engine"] == r0["policy"] and r1["engine"] == r1["policy"]  # generation copies synced
     assert r0["policy"] != r0["initial"]  # and they did train
+    assert r0["saved"] == r0["policy"]  # the checkpoint gathered on rank 0 is the policy
+    assert r0["master"] == r1["master"] == ["torch.float32"]  # fp32 master weights, sharded
+    if dtype == "float32":
+        assert r0["engine"] == r0["policy"] and r1["engine"] == r1["policy"]  # generation copies synced
+    else:  # bf16 compute (FSDP2 MixedPrecisionPolicy); the engine copies hold bf16 weights
+        assert r0["engine"] == r1["engine"] != r0["policy"]

@@ -109,3 +109,15 @@ def test_forfeit_turn_rewards_end_to_end():
     assert turn_rewards([0.0], payoff[offender], shaping) == pytest.approx([-11.0])  # -1 - 10
     other = turn_rewards([0.0], payoff[1 - offender], [S.action_shaping(True, 5)])
     assert other == pytest.approx([0.05])  # valid bonus only: no +1 for the other seat
+
+
+def test_terminal_zero_step_bonus_as_the_reference_envs():
+    # tic-tac-toe draw: the last move paid both 0 -> both get 0.1; a win pays +-1: nothing
+    assert S.terminal_bonus("tic_tac_toe", [0.0, 0.0], forfeited=False) == [0.1, 0.1]
+    assert S.terminal_bonus("tic_tac_toe", [1.0, -1.0], forfeited=False) == [0.0, 0.0]
+    # Hanabi ending on a move that scored nothing (cooperative, still 0.1 in the reference)
+    assert S.terminal_bonus("mini_hanabi", [0.0, 0.0], forfeited=False) == [0.1, 0.1]
+    assert S.terminal_bonus("mini_hanabi", [1.0, 1.0], forfeited=False) == [0.0, 0.0]
+    # poker envs have no such rule; a forfeit is never a draw
+    assert S.terminal_bonus("kuhn_poker", [0.0, 0.0], forfeited=False) == [0.0, 0.0]
+    assert S.terminal_bonus("tic_tac_toe", [0.0, 0.0], forfeited=True) == [0.0, 0.0]

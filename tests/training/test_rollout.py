@@ -178,3 +178,11 @@ def test_reply_cut_off_at_the_limit_forfeits(tok):
     worker.style = "reference"
     turns, _ = worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
     assert turns[0].valid
+
+
+def test_sequence_nearly_full_forfeits(tok):
+    # the reference forfeits a turn that leaves <= 1000 tokens of sequence_length
+    worker = _worker(ReferenceFirstLegal(tok), tok, sequence_length=1001)
+    worker.style = "reference"
+    turns, results = worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert len(turns) == 1 and not turns[0].valid and results[0].invalid_by == 0
