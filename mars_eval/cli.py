@@ -17,6 +17,23 @@ from rich.console import Console
 
 from mars_eval import exitcodes
 from mars_eval.models.base import ConfigError, SamplingParams
+from mars_eval.options import (
+    Agents,
+    JsonSummary,
+    Limit,
+    MaxAttempts,
+    MaxTokens,
+    MinP,
+    PresencePenalty,
+    RequestTimeout,
+    Rounds,
+    Seed,
+    Temperature,
+    Thinking,
+    TopK,
+    TopP,
+    Votes,
+)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
 
@@ -64,64 +81,28 @@ def mas(
         str | None,
         typer.Option(help="Local JSON/JSONL/CSV/Parquet copy of the dataset", show_default="the hub dataset"),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="First N problems only", show_default="all")] = None,
+    limit: Limit = None,
     samples: Annotated[int, typer.Option(help="Samples per problem (K)")] = 1,
     concurrency: Annotated[
         int | None,
         typer.Option(help="Max calls in flight", show_default="512 over HTTP, batches of 64 in-process"),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed from which every call's sampling seed is derived")] = 0,
-    temperature: Annotated[
-        float | None,
-        typer.Option(help="Sampling temperature (>= 0)", show_default="0.6; 0.7 with --no-thinking"),
-    ] = None,
-    top_p: Annotated[
-        float | None,
-        typer.Option(help="Nucleus sampling, in (0, 1]", show_default="0.95; 0.8 with --no-thinking"),
-    ] = None,
-    top_k: Annotated[
-        int | None, typer.Option(help="Top-k sampling (-1 or 0: off)", show_default="20")
-    ] = None,
-    min_p: Annotated[float | None, typer.Option(help="Min-p sampling, in [0, 1]", show_default="0")] = None,
-    presence_penalty: Annotated[
-        float | None, typer.Option(help="Presence penalty (vLLM)", show_default="0")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option(help="Most new tokens per call", show_default="32768")
-    ] = None,
-    thinking: Annotated[
-        bool,
-        typer.Option(
-            "--thinking/--no-thinking", help="Qwen3 thinking mode (chat_template_kwargs.enable_thinking)"
-        ),
-    ] = True,
-    rounds: Annotated[
-        int | None,
-        typer.Option(
-            help="mad: most debate rounds; autogen: most assistant turns (solver-reviewer: model "
-            "messages); debate: answer rounds, the first included",
-            show_default="per system: mad 3, autogen 3, debate 2",
-        ),
-    ] = None,
-    agents: Annotated[int | None, typer.Option(help="Agents in a Du-style debate", show_default="3")] = None,
-    votes: Annotated[
-        int | None,
-        typer.Option(
-            help="Answers in a majority vote",
-            show_default="the newest mad run's calls per sample (same task, model, --output), else 5",
-        ),
-    ] = None,
+    seed: Seed = 0,
+    temperature: Temperature = None,
+    top_p: TopP = None,
+    top_k: TopK = None,
+    min_p: MinP = None,
+    presence_penalty: PresencePenalty = None,
+    max_tokens: MaxTokens = None,
+    thinking: Thinking = True,
+    rounds: Rounds = None,
+    agents: Agents = None,
+    votes: Votes = None,
     output: Annotated[str, typer.Option(help="Folder that holds run folders")] = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
-    ] = False,
-    request_timeout: Annotated[
-        float | None, typer.Option(help="Seconds before a call is retried", show_default="3600")
-    ] = None,
-    max_attempts: Annotated[
-        int | None, typer.Option(help="Attempts per call before it is an error", show_default="6")
-    ] = None,
+    json_out: JsonSummary = False,
+    request_timeout: RequestTimeout = None,
+    max_attempts: MaxAttempts = None,
     engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
     serve: Annotated[
         bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
@@ -166,6 +147,8 @@ def mas(
         temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, max_tokens=max_tokens
     )
     validate.check_model_and_output(base_url, model, output)
+    validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
+    validate.check_choice("--autogen-client", autogen_client, ("auto", "openai", "adapter"))
     from mars_eval.mas import check_options
 
     check_options(autogen_style, mad_judge)

@@ -25,9 +25,9 @@ from mars_eval import plots, report_data, tables
 from mars_eval import reference_figures as ref
 from mars_eval.models.base import ConfigError
 from mars_eval.rundirs import RunDir, find_runs
+from mars_eval.suite import SUITE_FILE
 
 TEMPLATES = Path(__file__).with_name("templates")
-SUITE_FILE = "suite.json"  # written by `mars-eval suite`: the models, systems and tasks as named
 
 
 def _env() -> jinja2.Environment:

@@ -166,11 +166,14 @@ async def run_eval(
     progress: bool = True,
     close_client: bool = True,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    problems: list[Problem] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) an evaluation and return its summary. Raises ConfigError before any work.
 
     A `client` shared by several runs (`mars-eval suite`) is passed with close_client=False: its
     owner closes it. `on_record` sees each sample as it finishes (a suite-wide progress view).
+    `problems`: the task's problems already loaded (with cfg.data_files and cfg.seed) by a caller
+    running several cells of one task, so the dataset is read once.
     """
     console = console or Console(stderr=True)
     task = make_task(cfg.task)
@@ -185,7 +188,8 @@ async def run_eval(
     )
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
-    problems = task.load(data_files=cfg.data_files, seed=cfg.seed)
+    if problems is None:
+        problems = task.load(data_files=cfg.data_files, seed=cfg.seed)
     if cfg.limit is not None:
         problems = problems[: cfg.limit]
     if not problems:

@@ -116,6 +116,10 @@ class RunStore:
         self._lock_fd: int | None = None
         self._fd: int | None = None
         self._db: sqlite3.Connection | None = None
+        # Replies served or stored in this process whose text is not yet a reference:
+        # fingerprint -> (call key, the reply's small fields) (see the module docstring).
+        self._unreferenced: dict[tuple, list[tuple[str, dict[str, Any]]]] = {}
+        self._wall_final: float | None = None
         try:
             self.created = not self.dir.exists()
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -125,20 +129,16 @@ class RunStore:
             self._atomic_write(self.dir / "config.json", json.dumps(config, indent=2, default=str))
             self.samples_path = self.dir / "samples.jsonl"
             self._open_db()
-            self._records = self.load_records(self.samples_path)
+            self._records = self.load_records(self.samples_path, repair=True)
             self._fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self.wall_before = float(self._meta("wall_seconds") or 0.0)  # earlier runs of this folder
         except _STORAGE_ERRORS as exc:
             self._release()
             raise ConfigError(f"cannot use the run folder {self.dir}: {_why(exc)}") from exc
         except BaseException:
             self._release()
             raise
-        # Replies served or stored in this process whose text is not yet a reference:
-        # fingerprint -> call keys (see the module docstring).
-        self._unreferenced: dict[tuple, list[str]] = {}
-        self.wall_before = float(self._meta("wall_seconds") or 0.0)  # earlier runs of this folder
         self._opened = time.perf_counter()
-        self._wall_final: float | None = None
 
     @classmethod
     def for_run(cls, output: str | Path, name: str, config: dict[str, Any], fresh: bool = False) -> RunStore:
@@ -202,8 +202,9 @@ class RunStore:
 
     # --- samples -------------------------------------------------------------------------
     @staticmethod
-    def load_records(path: Path) -> dict[str, dict[str, Any]]:
-        """Latest record per key; a torn trailing line (killed mid-write) is cut off."""
+    def load_records(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+        """Latest record per key; a torn trailing line (killed mid-write) is left out, and with
+        `repair` (only by the store that holds the folder's lock) cut off the file."""
         records: dict[str, dict[str, Any]] = {}
         if not path.exists():
             return records
@@ -220,7 +221,7 @@ class RunStore:
                 if isinstance(rec, dict) and "key" in rec:
                     _expand(rec)
                     records[rec["key"]] = rec
-        if good_bytes != path.stat().st_size:
+        if repair and good_bytes != path.stat().st_size:
             with open(path, "r+b") as f:
                 f.truncate(good_bytes)
         return records
@@ -241,9 +242,15 @@ class RunStore:
             while data:  # one write() in practice; a short write (disk full) is continued
                 data = data[os.write(self._fd, data) :]
             self._records[record["key"]] = record
-            if not record.get("error"):
-                self._reference_calls(record)
-            self._save_wall()
+            self._db.execute("BEGIN")  # one commit for the references and the clock
+            try:
+                if not record.get("error"):
+                    self._reference_calls(record)
+                self._save_wall()
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def _reference_calls(self, record: dict[str, Any]) -> None:
         """Rewrite the call rows whose reply text this (final) record now holds into references."""
@@ -297,16 +304,18 @@ class RunStore:
     def put_call(self, key: str, resp: ChatResponse) -> None:
         """Store a completed call. Its text is cleaned in place first (see `clean_text`)."""
         clean_response(resp)
+        data = resp.to_dict()
         with self._writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO calls (key, response) VALUES (?, ?)",
-                (key, json.dumps(resp.to_dict(), default=str)),
+                (key, json.dumps(data, default=str)),
             )
         self._call_keys.add(key)
-        self._remember(key, resp)
+        self._remember(key, resp, data)
 
-    def _remember(self, key: str, resp: ChatResponse) -> None:
-        small = {k: v for k, v in resp.to_dict().items() if k not in ("content", "thinking", "cached")}
+    def _remember(self, key: str, resp: ChatResponse, data: dict[str, Any] | None = None) -> None:
+        data = data if data is not None else resp.to_dict()
+        small = {k: v for k, v in data.items() if k not in ("content", "thinking", "cached")}
         fp = _fingerprint(resp.content, resp.thinking, resp.prompt_tokens, resp.completion_tokens)
         self._unreferenced.setdefault(fp, []).append((key, small))
 

@@ -33,7 +33,9 @@ from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
 from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.store import config_hash, slug
-from mars_eval.tasks import make_task
+from mars_eval.tasks import Problem, make_task
+
+SUITE_FILE = "suite.json"  # the models, systems and tasks as named: the report's order and base
 
 
 @dataclass
@@ -186,19 +188,19 @@ def plan_cells(plan: SuitePlan) -> list[Cell]:
     return cells
 
 
-def count_problems(plan: SuitePlan) -> dict[str, int]:
-    """Problems per task after --limit; loads each dataset once, before any call (bad data or
-    a missing file is a ConfigError here, not in the middle of the suite)."""
-    counts = {}
+def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
+    """Each task's problems, loaded once for all its cells and before any call (bad data or a
+    missing file is a ConfigError here, not in the middle of the suite)."""
+    loaded = {}
     for task_name in plan.tasks:
-        task = make_task(task_name)
-        problems = task.load(data_files=plan.data_files.get(task_name), seed=plan.template.seed)
-        if plan.template.limit is not None:
-            problems = problems[: plan.template.limit]
-        if not problems:
+        problems = make_task(task_name).load(
+            data_files=plan.data_files.get(task_name), seed=plan.template.seed
+        )
+        kept = problems if plan.template.limit is None else problems[: plan.template.limit]
+        if not kept:
             raise ConfigError(f"no problems to run for {task_name} (empty data or --limit 0)")
-        counts[task_name] = len(problems)
-    return counts
+        loaded[task_name] = problems
+    return loaded
 
 
 def _done_before(cell: Cell) -> int:
@@ -273,7 +275,9 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
         raise ConfigError("--samples must be at least 1")
     for system in plan.systems:
         make_system(system, autogen_client=template.autogen_client)
-    counts = count_problems(plan)
+    loaded = load_problems(plan)
+    limit = template.limit
+    counts = {t: len(p if limit is None else p[:limit]) for t, p in loaded.items()}
     pool: SharedPool | None = None
     local: dict[str, ModelClient] = {}
     if template.base_urls:
@@ -298,7 +302,7 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
                     model, [], concurrency=template.concurrency, engine=template.engine
                 )
         with SuiteProgress(console, cells, progress) as bar:
-            await _run_cells(cells, pool, local, console, bar)
+            await _run_cells(cells, pool, local, console, bar, loaded)
     finally:
         if pool is not None:
             await pool.aclose()
@@ -313,6 +317,7 @@ async def _run_cells(
     local: dict[str, ModelClient],
     console: Console,
     bar: SuiteProgress,
+    loaded: dict[str, list[Problem]],
 ) -> None:
     mad_done = {(c.model, c.task): asyncio.Event() for c in cells if c.system == "mad"}
 
@@ -329,6 +334,7 @@ async def _run_cells(
                 progress=False,
                 close_client=False,
                 on_record=bar.hook(cell),
+                problems=loaded[cell.task],
             )
         except ConfigError as exc:
             cell.failure = f"bad input: {exc}"

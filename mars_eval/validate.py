@@ -103,11 +103,12 @@ def check_train_output(path: str) -> None:
 
 
 def looks_like_path(model: str) -> bool:
-    """Is `--model` meant as a local folder rather than a hub id (org/name)?"""
-    if model.startswith((".", "/", "~")) or model.endswith("/"):
+    """Is `--model` meant as a local folder rather than a hub id ("org/name", or a bare legacy
+    name such as "gpt2")?"""
+    if model.startswith((".", "/", "~")) or model.endswith("/") or model.count("/") > 1:
         return True
-    if model.count("/") != 1:
-        return True
+    if "/" not in model:
+        return False
     first = model.split("/", 1)[0]
     return Path(first).is_dir()  # "results/tinyy": a folder under an existing local one
 
@@ -171,3 +172,9 @@ def check_model_and_output(base_urls: list[str] | None, model: str | None, outpu
     if not base_urls:
         check_model_folder(model)
     check_output_dir(output)
+
+
+def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:
+    """A flag that takes one of a few names (a typo must not silently pick the default path)."""
+    if value not in choices:
+        raise ConfigError(f"unknown {flag} {value!r}; choose one of: {', '.join(choices)}")

@@ -81,19 +81,34 @@ def test_list_prints_every_section_with_options_literal() -> None:
     assert json.loads(run_cli(["list", "--json"], timeout=60).stdout)["version"] == version("mars-eval")
 
 
-@pytest.mark.parametrize("command", ["mas", "games", "serve", "list"])
-def test_help_shows_every_options_default(command: str) -> None:
+def test_help_shows_every_options_default() -> None:
+    """Every option of every command (those added later too) says its default in --help."""
     group = typer.main.get_command(app)
-    sub = group.commands[command]
-    ctx = type(group).context_class(sub, info_name=command)
+    assert {"mas", "games", "serve", "list", "suite", "plan", "compare"} <= set(group.commands)
     missing = []
-    for param in sub.params:
-        if param.param_type_name != "option" or param.name == "help":
-            continue
-        record = param.get_help_record(ctx)
-        if record is None or not ("default:" in record[1] or "required" in record[1]):
-            missing.append(param.opts[0])
-    assert not missing, f"`mars-eval {command} --help` shows no default for {missing}"
+    for name, sub in group.commands.items():
+        ctx = type(group).context_class(sub, info_name=name)
+        for param in sub.params:
+            if param.param_type_name != "option" or param.name == "help":
+                continue
+            record = param.get_help_record(ctx)
+            if record is None or not ("default:" in record[1] or "required" in record[1]):
+                missing.append(f"{name} {param.opts[0]}")
+    assert not missing, f"--help shows no default for: {', '.join(missing)}"
+
+
+def test_mas_and_suite_share_the_sampling_options() -> None:
+    """One declaration (mars_eval.options): the two commands' help cannot drift apart."""
+    group = typer.main.get_command(app)
+    shared = ("--temperature", "--top-p", "--top-k", "--min-p", "--max-tokens", "--rounds", "--votes")
+
+    def records(command: str) -> dict[str, tuple[str, str]]:
+        sub = group.commands[command]
+        ctx = type(group).context_class(sub, info_name=command)
+        return {p.opts[0]: p.get_help_record(ctx) for p in sub.params if p.opts[0] in shared}
+
+    assert records("mas") == records("suite")
+    assert "[default: (0.6; 0.7 with --no-thinking)]" in records("mas")["--temperature"][1]
 
 
 def test_mars_train_help_in_mars_eval_style() -> None:
@@ -145,3 +160,31 @@ def test_quick_start_games_command_beats_random(tmp_path: Path) -> None:
     mean = sum(r["mean_return"] for r in rows) / len(rows)
     assert mean > 0.1, rows
     assert all(r["invalid_rate"] < 0.05 for r in rows), rows
+
+
+def test_shown_defaults_are_the_codes_own() -> None:
+    """What --help says a None default stands for is what the code then uses."""
+    import inspect
+
+    from mars_eval.models.base import SamplingParams
+    from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient
+
+    group = typer.main.get_command(app)
+    sub = group.commands["mas"]
+    ctx = type(group).context_class(sub, info_name="mas")
+    shown = {p.opts[0]: p.get_help_record(ctx)[1] for p in sub.params if p.param_type_name == "option"}
+
+    def default_of(flag: str) -> str:
+        return re.search(r"\[default: \((.*)\)\]", shown[flag]).group(1)
+
+    think, plain = SamplingParams.for_mode(True), SamplingParams.for_mode(False)
+    assert default_of("--temperature") == f"{think.temperature}; {plain.temperature} with --no-thinking"
+    assert default_of("--top-p") == f"{think.top_p}; {plain.top_p} with --no-thinking"
+    assert default_of("--top-k") == str(think.top_k) == str(plain.top_k)
+    assert float(default_of("--min-p")) == think.min_p == plain.min_p
+    assert float(default_of("--presence-penalty")) == think.presence_penalty
+    assert default_of("--max-tokens") == str(think.max_tokens) == str(plain.max_tokens)
+    init = inspect.signature(HTTPClient.__init__).parameters
+    assert float(default_of("--request-timeout")) == init["timeout"].default
+    assert int(default_of("--max-attempts")) == init["max_attempts"].default
+    assert default_of("--concurrency").startswith(f"{DEFAULT_CONCURRENCY} over HTTP")

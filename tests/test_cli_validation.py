@@ -67,6 +67,8 @@ BAD_MAS_FLAGS = [
     (["--base-url", "ftp://127.0.0.1/v1"], "--base-url"),
     (["--base-url", "http://"], "--base-url"),
     (["--base-url", "http://h:notaport/v1"], "--base-url"),
+    (["--engine", "tranformers"], "--engine"),
+    (["--autogen-client", "openia", "--system", "autogen"], "--autogen-client"),
 ]
 
 
@@ -128,6 +130,15 @@ def test_missing_model_folder_is_named_at_once(monkeypatch, capsys, tmp_path) ->
         assert_one_line(code, err, "no such model folder", model)
         code, _, err = run_main(["games", "--model", model], monkeypatch, capsys)
         assert_one_line(code, err, "no such model folder")
+
+
+def test_hub_ids_are_not_taken_for_folders(tmp_path: Path) -> None:
+    from mars_eval.validate import looks_like_path
+
+    for hub_id in ("Qwen/Qwen3-4B", "gpt2", "org/name-v1.5"):
+        assert not looks_like_path(hub_id), hub_id
+    for path in ("./ckpt", "/ckpt/step-200", "~/m", "a/b/c", "results/tiny-typo", "ckpt/"):
+        assert looks_like_path(path), path
 
 
 def test_folder_without_a_model_says_so(monkeypatch, capsys, tmp_path) -> None:

@@ -150,7 +150,8 @@ class BadBytesApp(ScriptedApp):
 
 
 @pytest.mark.slow
-def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path):
+@pytest.mark.parametrize("system", ["mad", "autogen"])  # our HTTP client; autogen-ext's OpenAI client
+def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path, system):
     aime = write_aime_set(tmp_path / "aime.jsonl", n=6)
     odd = {"[Q01]": "lone \ud800 surrogate", "[Q02]": "a NUL \x00 byte", "[Q03]": "bytes @@BAD@@ here"}
 
@@ -171,7 +172,7 @@ def test_surrogate_nul_and_invalid_utf8_replies_never_poison_a_run(tmp_path):
             base_urls=[srv.base_url],
             output=tmp_path / "runs",
             data_files=aime.path,
-            system="mad",
+            system=system,
         )
         res = run_cli(args)
         assert res.returncode == 0, res.describe()

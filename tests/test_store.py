@@ -291,3 +291,14 @@ def test_a_read_only_run_folder_is_one_config_error(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "open", read_only)
     with pytest.raises(ConfigError, match="cannot use the run folder .*Read-only file system"):
         RunStore(tmp_path / "run", {})
+
+
+def test_readers_without_the_lock_never_cut_the_file(tmp_path):
+    store = RunStore(tmp_path / "run", {})
+    store.append({"key": "a", "error": None})
+    path = tmp_path / "run" / "samples.jsonl"
+    with open(path, "a") as f:
+        f.write('{"key": "b", "err')  # a line the running process is writing right now
+    size = path.stat().st_size
+    assert set(RunStore.load_records(path)) == {"a"} and path.stat().st_size == size  # compare, report
+    store.close()

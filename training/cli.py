@@ -19,6 +19,7 @@ import sys
 
 from mars_eval.help_format import RichHelpParser
 from mars_eval.models.base import ConfigError
+from mars_eval.report import plain
 from mars_eval.validate import check_train_output
 from training.config import PRESETS, SAFE_CHANGES, build_config, derived, parse_overrides, validate
 
@@ -109,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         trainer = Trainer(cfg, args.output, resume=args.resume, allow_changes=allowed)
         trainer.preflight()
     except ConfigError as exc:
-        print(f"mars-train: error: {exc}", file=sys.stderr)
+        print(f"mars-train: error: {plain(exc)}", file=sys.stderr)
         return 2
     try:
         return trainer.run()
     except ConfigError as exc:  # found only once work started (e.g. a model that will not load)
-        print(f"mars-train: error: {exc}", file=sys.stderr)
+        print(f"mars-train: error: {plain(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mars-train: interrupted; rerun with --resume to continue", file=sys.stderr)

@@ -176,7 +176,7 @@ def check_shared_folder(folder: Path) -> None:
     if rank() == 0:
         shared_folder_token(folder, token, write=True)
     barrier()
-    seen = all_gather_objects(shared_folder_token(folder, token, write=rank() == 0))
+    seen = all_gather_objects(shared_folder_token(folder, token, write=False))  # rank 0 reads too
     barrier()
     if rank() == 0:
         (Path(folder) / ".rank-check").unlink(missing_ok=True)

@@ -354,6 +354,7 @@ class Trainer:
         elapsed = time.perf_counter() - t0
         self.engine.sleep()
         metrics = rollout_metrics(turns, results)
+        self._placeholder = turns[:1]  # a row for collectives on a rank with nothing to train
         if not self.keeps_rollouts:  # the group's other ranks generated the same episodes
             turns = []
         gen_tokens = sum(len(t.response_ids) for t in turns)
@@ -448,7 +449,7 @@ class Trainer:
         mbs = cfg.micro_batch_size
         n = dist.all_reduce_max(math.ceil(len(turns) / mbs))
         for i in range(n):
-            chunk = turns[i * mbs : (i + 1) * mbs] or turns[:1]  # keep collective counts equal
+            chunk = turns[i * mbs : (i + 1) * mbs] or self._placeholder  # equal collective counts
             ids, attn, mask = self._tensors(chunk)
             if cfg.recompute_logprobs:
                 with self._policy_ctx():
@@ -482,7 +483,7 @@ class Trainer:
                 mb_loss = 0.0
                 for micro in micro_batches:
                     dummy = not micro
-                    pairs = micro or [(turns[0], max(1, len(turns[0].response_ids)))]
+                    pairs = micro or [(t, max(1, len(t.response_ids))) for t in self._placeholder]
                     rows = [t for t, _ in pairs]
                     ids, attn, mask = self._tensors(rows)
                     cpu_mask = mask.cpu()
@@ -490,7 +491,9 @@ class Trainer:
                     adv = per_token([turn_token_advantages(t) for t in rows], cpu_mask).to(self.device)
                     ref = None
                     if self.reference is not None:
-                        ref = per_token([t.extra["ref_logprobs"] for t in rows], cpu_mask).to(self.device)
+                        # (a placeholder row of a rank with nothing to train has no ref_logprobs)
+                        ref_rows = [t.extra.get("ref_logprobs", t.behaviour_logprobs) for t in rows]
+                        ref = per_token(ref_rows, cpu_mask).to(self.device)
                     with self._policy_ctx():
                         logp, ent = token_logprobs(self.policy, ids, attn, cfg.temperature, with_entropy=True)
                     loss, stats = ppo_loss(

@@ -81,7 +81,10 @@ def _tasks() -> list[dict[str, Any]]:
         if getattr(source, "config", None):
             repo += f" ({source.config})"
         size = task_size(name) if name != "arith" else getattr(task, "n", None)
-        size = by_source.setdefault(repo, size) if size is not None else by_source.get(repo)
+        if size is None:
+            size = by_source.get(repo)
+        else:
+            by_source.setdefault(repo, size)
         aliases = sorted(a for a, t in TASK_ALIASES.items() if t == name)
         rows.append(
             {
@@ -176,7 +179,9 @@ def print_catalogue(data: dict[str, Any], console: Console) -> None:
     for g in data["games"]:
         games.add_row(g["game"], g["set"], ", ".join(g["default_opponents"]), g["opponents"])
     console.print(games)
-    opponents = _Table("opponents (--opponents; --agent takes the same, mcts = mcts100)", ("spec", "what"))
+    opponents = _Table(
+        "opponents (--opponents; --agent takes the same but self; mcts = mcts100)", ("spec", "what")
+    )
     for spec, what in data["opponents"].items():
         opponents.add_row(spec, what)
     console.print(opponents)

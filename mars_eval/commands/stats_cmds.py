@@ -10,7 +10,9 @@ from typing import Annotated
 
 import typer
 
-JsonOut = Annotated[bool, typer.Option("--json", help="Print a JSON object as the last stdout line")]
+JsonOut = Annotated[
+    bool, typer.Option("--json", help="Print a JSON object as the last stdout line", show_default="off")
+]
 
 
 def compare(
@@ -27,13 +29,26 @@ def compare(
 
 def plan(
     delta: Annotated[float, typer.Option(help="Effect to detect: fraction (0.0667) or points (6.67)")],
-    task: Annotated[str | None, typer.Option(help="Task (sets the number of problems)")] = None,
-    accuracy: Annotated[
-        float | None, typer.Option(help="Expected accuracy: fraction (0.4) or percent (40)")
+    task: Annotated[
+        str | None, typer.Option(help="Task (sets the number of problems)", show_default="the --from run's")
     ] = None,
-    samples: Annotated[int | None, typer.Option(help="Samples per problem K to evaluate")] = None,
+    accuracy: Annotated[
+        float | None,
+        typer.Option(
+            help="Expected accuracy: fraction (0.4) or percent (40)", show_default="the --from run's"
+        ),
+    ] = None,
+    samples: Annotated[
+        int | None,
+        typer.Option(help="Samples per problem K to evaluate", show_default="the --from run's, else 1"),
+    ] = None,
     from_run: Annotated[
-        str | None, typer.Option("--from", help="A finished mas run: use its measured variances")
+        str | None,
+        typer.Option(
+            "--from",
+            help="A finished mas run: use its measured variances",
+            show_default="none: give --task and --accuracy",
+        ),
     ] = None,
     problems: Annotated[int | None, typer.Option(help="Number of problems (default: the task's)")] = None,
     between_share: Annotated[

@@ -16,45 +16,85 @@ from rich.markup import escape
 from rich.table import Table
 
 from mars_eval.models.base import ConfigError, SamplingParams
+from mars_eval.options import (
+    Agents,
+    JsonSummary,
+    Limit,
+    MaxAttempts,
+    MaxTokens,
+    MinP,
+    PresencePenalty,
+    RequestTimeout,
+    Rounds,
+    Seed,
+    Temperature,
+    Thinking,
+    TopK,
+    TopP,
+    Votes,
+)
 
 Repeat = list[str] | None
 
 
 def suite(
-    model: Annotated[Repeat, typer.Option(help="Model (repeatable); served name, hub id or folder")] = None,
+    model: Annotated[
+        Repeat,
+        typer.Option(
+            help="Model (repeatable); served name, hub id or folder",
+            show_default="every model the endpoints serve; in-process: the embedded tiny checkpoint",
+        ),
+    ] = None,
     system: Annotated[
-        Repeat, typer.Option(help="System (repeatable): single, mad, autogen, debate, vote")
+        Repeat,
+        typer.Option(
+            help="System (repeatable): single, mad, autogen, debate, vote", show_default="none; required"
+        ),
     ] = None,
     task: Annotated[
-        Repeat, typer.Option(help="Task (repeatable): aime24, aime25, gpqa-diamond, math500, arith")
+        Repeat,
+        typer.Option(
+            help="Task (repeatable): aime24, aime25, gpqa-diamond, math500, arith",
+            show_default="none; required",
+        ),
     ] = None,
     base_url: Annotated[
-        Repeat, typer.Option("--base-url", help="Endpoint (repeatable); omit for in-process")
+        Repeat,
+        typer.Option(
+            "--base-url", help="Endpoint (repeatable); omit for in-process", show_default="none: in-process"
+        ),
     ] = None,
     data_files: Annotated[
-        Repeat, typer.Option(help="PATH (one task) or TASK=PATH (repeatable): local dataset copies")
+        Repeat,
+        typer.Option(
+            help="PATH (one task) or TASK=PATH (repeatable): local dataset copies",
+            show_default="the hub datasets",
+        ),
     ] = None,
-    limit: Annotated[int | None, typer.Option(help="First N problems only")] = None,
+    limit: Limit = None,
     samples: Annotated[int, typer.Option(help="Samples per problem (K)")] = 1,
-    concurrency: Annotated[int | None, typer.Option(help="Max calls in flight, whole suite")] = None,
-    seed: int = 0,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    min_p: float | None = None,
-    presence_penalty: float | None = None,
-    max_tokens: int | None = None,
-    thinking: Annotated[bool, typer.Option("--thinking/--no-thinking")] = True,
-    rounds: Annotated[int | None, typer.Option(help="Debate rounds / conversation turns")] = None,
-    agents: Annotated[int | None, typer.Option(help="Agents in a Du-style debate")] = None,
-    votes: Annotated[int | None, typer.Option(help="Answers in a majority vote")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Max calls in flight, whole suite", show_default="512 over HTTP, batches of 64 in-process"
+        ),
+    ] = None,
+    seed: Seed = 0,
+    temperature: Temperature = None,
+    top_p: TopP = None,
+    top_k: TopK = None,
+    min_p: MinP = None,
+    presence_penalty: PresencePenalty = None,
+    max_tokens: MaxTokens = None,
+    thinking: Thinking = True,
+    rounds: Rounds = None,
+    agents: Agents = None,
+    votes: Votes = None,
     output: Annotated[str, typer.Option(help="Folder that holds the run folders")] = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start every cell over instead of resuming")] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line")
-    ] = False,
-    request_timeout: Annotated[float | None, typer.Option(help="Seconds before a call is retried")] = None,
-    max_attempts: Annotated[int | None, typer.Option(help="Attempts per call before it is an error")] = None,
+    json_out: JsonSummary = False,
+    request_timeout: RequestTimeout = None,
+    max_attempts: MaxAttempts = None,
     engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
     autogen_client: Annotated[
         str, typer.Option(help="autogen's model client: openai, adapter, auto")
@@ -164,7 +204,7 @@ def _gpqa_order(task: str, order: str) -> str:
 
 def _write_suite_file(plan) -> None:
     """DIR/suite.json: the models, systems and tasks as named (the report's order and base)."""
-    from mars_eval.html_report import SUITE_FILE
+    from mars_eval.suite import SUITE_FILE
 
     data = {"models": plan.models, "systems": plan.systems, "tasks": plan.tasks}
     (Path(plan.template.output) / SUITE_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -233,7 +273,10 @@ def export(
     dirs: Annotated[list[str], typer.Argument(help="Folders holding run folders (searched recursively)")],
     out: Annotated[str, typer.Option("--out", help="Output file: .parquet or .csv")],
     transcripts: Annotated[
-        bool, typer.Option("--transcripts", help="Add transcripts and prompt messages (JSON text)")
+        bool,
+        typer.Option(
+            "--transcripts", help="Add transcripts and prompt messages (JSON text)", show_default="off"
+        ),
     ] = False,
 ) -> None:
     """One row per sample (mas) or episode (games), the run's configuration as config.* columns."""
@@ -252,7 +295,10 @@ def report(
     out: Annotated[str | None, typer.Option("--out", help="Output file [default: DIR/report.html]")] = None,
     fmt: Annotated[str, typer.Option("--format", help="html (a page) or md (Markdown tables)")] = "html",
     model: Annotated[
-        Repeat, typer.Option(help="Model order (repeatable); the first is the comparison base")
+        Repeat,
+        typer.Option(
+            help="Model order (repeatable); the first is the comparison base", show_default="as found"
+        ),
     ] = None,
 ) -> None:
     """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""

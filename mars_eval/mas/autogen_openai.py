@@ -63,8 +63,12 @@ class ReasoningFieldAlias(httpx.AsyncBaseTransport):
             return response
         body = await response.aread()
         try:
-            data = json.loads(body)
-            changed = False
+            try:
+                data = json.loads(body)
+                changed = False
+            except UnicodeDecodeError:  # bytes that are not UTF-8 (broken tokens): kept as U+FFFD
+                data = json.loads(body.decode("utf-8", "replace"))
+                changed = True
             for choice in data.get("choices") or []:
                 message = choice.get("message") or {}
                 if message.get("reasoning") and not message.get("reasoning_content"):

@@ -8,6 +8,7 @@ from pathlib import Path
 from mars_eval.models.base import (
     ChatResponse,
     ConfigError,
+    ContextOverflowError,
     Message,
     ModelAccessError,
     ModelClient,
@@ -18,6 +19,7 @@ from mars_eval.models.base import (
 __all__ = [
     "ChatResponse",
     "ConfigError",
+    "ContextOverflowError",
     "Message",
     "ModelAccessError",
     "ModelClient",

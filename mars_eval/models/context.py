@@ -19,6 +19,13 @@ Wordings recognised (numbers are read where the message gives them):
                  "... your prompt contains N characters (more than C characters, which is the
                   upper bound for K input tokens). ..."  (prompt > K tokens, a lower bound)
                  "The decoder prompt (length P) is longer than the maximum model length of M."
+                 "You passed P input tokens and requested X output tokens. However, the model's
+                  context length is only M tokens, resulting in a maximum input length of K
+                  tokens. ..."  (P = K + 1: counted only that far, a lower bound)
+                 "You passed N input characters and requested X output tokens. However, ... a
+                  maximum input length of K tokens (at most C characters). ..."  (prompt > K)
+                 "max_tokens=X cannot be greater than max_model_len=M. Please request fewer
+                  output tokens."  (prompt size unknown: at least 1)
   SGLang         "Requested token count exceeds the model's maximum context length of M tokens.
                   You requested a total of T tokens: P tokens from the input messages and X
                   tokens for the completion. ..."
@@ -53,6 +60,8 @@ _MAX = (
     re.compile(rf"maximum model length (?:is |of )?{_N}", re.I),
     re.compile(rf"maximum allowed length \({_N} tokens\)", re.I),
     re.compile(rf"maximum context length \({_N}\)", re.I),
+    re.compile(rf"context length is only {_N}", re.I),
+    re.compile(rf"cannot be greater than [a-z_]*=?(?:[a-z_]+=)?{_N}", re.I),
 )
 # (pattern, exact): the prompt's token count, in the order tried.
 _PROMPT = (
@@ -67,12 +76,17 @@ _PROMPT = (
     (re.compile(rf"input length \({_N}(?: tokens)?\) exceeds", re.I), True),
     (re.compile(rf"decoder prompt \(length {_N}\)", re.I), True),
     (re.compile(rf"your messages resulted in {_N} tokens", re.I), True),
+    (re.compile(rf"you passed {_N} input tokens", re.I), True),  # a bound when K + 1, below
+    (re.compile(rf"input characters .*?maximum input length of {_N} tokens", re.I | re.S), False),  # +1
+    (re.compile(r"max_(?:completion_|output_)?tokens\W*\d[\d,]*\s*cannot be greater than()", re.I), False),
 )
+_MAX_INPUT = re.compile(rf"maximum input length of {_N} tokens", re.I)
 _OVERFLOW = re.compile(
     r"maximum context length|model's context length|maximum model length|context_length_exceeded"
     r"|context length exceeded|exceeds? (?:the )?(?:model's )?(?:maximum )?context (?:window|length|size)"
     r"|input length \(\d[\d,]*(?: tokens)?\) exceeds the maximum allowed length"
-    r"|prompt is too long|is too long and exceeds limit|reduce the length of the (?:messages|input)",
+    r"|prompt is too long|is too long and exceeds limit|reduce the length of the (?:messages|input)"
+    r"|context length is only|maximum input length of|cannot be greater than max_(?:model_len|total_tokens)",
     re.I,
 )
 
@@ -88,11 +102,17 @@ def parse_context_overflow(message: str) -> Overflow | None:
     max_len = next((_int(m.group(1)) for p in _MAX if (m := p.search(message)) is not None), None)
     for pattern, exact in _PROMPT:
         m = pattern.search(message)
-        if m is not None:
-            n = _int(m.group(1))
-            if "upper bound" in pattern.pattern:
-                n += 1
-            return Overflow(max_len, n, exact)
+        if m is None:
+            continue
+        if not m.group(1):  # max_tokens above the context itself: the prompt is at least 1 token
+            return Overflow(max_len, 1, False)
+        n = _int(m.group(1))
+        if "upper bound" in pattern.pattern or "input characters" in pattern.pattern:
+            return Overflow(max_len, n + 1, False)  # more tokens than that bound
+        bound = _MAX_INPUT.search(message)
+        if "you passed" in pattern.pattern and bound is not None and n == _int(bound.group(1)) + 1:
+            return Overflow(max_len, n, False)  # counted only up to one past the limit
+        return Overflow(max_len, n, exact)
     return Overflow(max_len, None, False)
 
 

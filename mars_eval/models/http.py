@@ -18,6 +18,10 @@ Two layers:
   /tokenize; failing both, max_tokens is halved (a few times at most). A reply whose max_tokens
   was lowered says so in a `x-mars-max-tokens` header. A prompt that alone does not fit stays
   refused (`ContextOverflowError` in `HTTPClient`).
+  Cut-off thinking. A reply stopped at max_tokens (finish_reason "length") to a request with
+  thinking on, holding no closing `</think>` and no separate reasoning field, never left its
+  thinking (the chat template opened `<think>` in the prompt): the pool moves its text into
+  `reasoning_content`, so no client (ours or AutoGen's) reads an answer from it.
 - `HTTPClient` is the `ModelClient`: the real `openai.AsyncOpenAI` over that transport, with
   Qwen3/vLLM extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking
   split from the reply (`reasoning_content`, `reasoning`, or inline `<think>`).
@@ -55,6 +59,8 @@ MALFORMED_ATTEMPTS = 3  # a 200 whose body is not a chat completion is asked for
 MAX_TOKENS_RETRIES = 4  # context refusals answered by a smaller max_tokens, per request
 TEMPLATE_SLACK = 64  # chat-template tokens beyond the message text (Qwen3: about 5 per message)
 _MAX_TOKENS_FIELD = re.compile(rb'"max(?:_completion)?_tokens"\s*:\s*(\d+)')
+_LENGTH_FINISH = re.compile(rb'"finish_reason"\s*:\s*"length"')
+_THINKING_ON = re.compile(rb'"enable_thinking"\s*:\s*true')
 _MODEL_FIELD = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 
@@ -152,6 +158,8 @@ class EndpointPool(httpx.AsyncBaseTransport):
                 request, lowered_to = smaller
                 self.lowered += 1
                 response = await self._send_retrying(request)
+            if response.status_code == 200:
+                response = _thinking_moved_out(request, response)
             if lowered_to is not None and response.status_code == 200:
                 response.headers[LOWERED_HEADER] = str(lowered_to)
             return response
@@ -315,6 +323,36 @@ class EndpointPool(httpx.AsyncBaseTransport):
             self._session = None
         if self._transport is not None:
             await self._transport.aclose()
+
+
+def _thinking_moved_out(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    """A reply cut off inside thinking, with its text moved to `reasoning_content` (see above)."""
+    if _LENGTH_FINISH.search(response.content) is None or _THINKING_ON.search(request.content) is None:
+        return response
+    try:
+        data = json.loads(response.content)
+        choices = data["choices"]
+    except (ValueError, KeyError, TypeError):
+        return response
+    changed = False
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if choice.get("finish_reason") != "length" or not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if not isinstance(content, str) or not content or "</think>" in content:
+            continue
+        if message.get("reasoning_content") or message.get("reasoning"):
+            continue
+        message["reasoning_content"] = content.replace("<think>", "", 1).strip()
+        message["content"] = ""
+        changed = True
+    if not changed:
+        return response
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"]
+    return httpx.Response(
+        response.status_code, headers=headers, content=json.dumps(data).encode(), request=response.request
+    )
 
 
 def normalize_base_url(url: str) -> str:

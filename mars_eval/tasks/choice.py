@@ -12,8 +12,10 @@
     "clearly", ...) and an optional "option"/"choice"/"letter": "answer: c", "Answer: Option C",
     "So the answer must be D.", "The correct answer is (B)", "Final Answer: **C**".
     Also "the correct/best option (choice) is C", "Option C is correct", "C is the correct
-    answer", "(D) is right", "I'd go with B", "I choose C", `\\boxed{C}` (also
-    `\\boxed{C) text}`), JSON `"answer": "C"`, `<answer>C</answer>`, "答案是 C".
+    answer", "(D) is right", "B is the most plausible." (such a "X is correct" statement ends
+    there or goes on with a connective: "B is the right magnitude but ..." states nothing),
+    "I'd go with B", "I choose C", "Actually, it's B.", `\\boxed{C}` (also `\\boxed{C) text}`),
+    JSON `"answer": "C"`, `<answer>C</answer>`, "答案是 C".
  4. An article is not an option: after an answer phrase, "A"/"a" followed by a word that is not
     a connective ("because", "since", "as", "is", ...) is prose ("The answer is A bit subtle",
     "Answer: A detailed analysis ..."); so is any lowercase letter followed by such a word
@@ -23,10 +25,11 @@
     "but", "rather", "instead" after the negation name the answer); "isn't A" likewise.
  6. A hedge is no answer: "the answer is B or C", "either B or C", "B/C", "between B and C".
  7. The last statement wins: "The answer is B. ... on reflection, D is correct." gives D, and a
-    final hedge after an earlier answer gives None.
+    final hedge after an earlier answer gives None. A conditional ("whether A is correct",
+    "if B is right", "the answer would be B if the field were reversed") states nothing.
  8. Without any statement, a final line that is only the letter ("C", "(C)", "**C**", "C."),
     starts with it as an option ("C) 4.2 eV", "(C) 4.2 eV"), ends with it in parentheses
-    ("so the best is (C)."), or is "Therefore, C." / "So: C" counts.
+    ("so the best is (C)."), or is "Therefore, C." / "So: C" / "It's D." / "Option D." counts.
  9. Letters outside `letters` (e.g. "E" on a four-option task) are never answers; nothing
     found gives None (scored wrong, never guessed).
 """
@@ -46,11 +49,13 @@ CONNECTIVES = frozenset(
     "is was because since as and or with for given which that due but so while here there it "
     "the this option choice".split()
 )
+CONDITIONS = frozenset("if unless when whenever assuming provided only".split())  # "B if ...": no statement
 
 _QUALIFIER = r"(?:(?:final|correct|best|right|my|most\s+likely|likely|only|true)\s+)*"
-_VERB = (
-    r"(?:is|was|would\s+be|should\s+be|must\s+be|will\s+be|has\s+to\s+be|seems\s+to\s+be|"
-    r"appears\s+to\s+be|becomes|remains|equals|=|:|：|-|–|—|->|→)"
+_VERB = (  # "is", "must be", "must therefore be", "would then be", ":", "="
+    r"(?:(?:is|was|would|should|must|will|could|might|has\s+to|seems\s+to|appears\s+to|becomes|remains|"
+    r"equals)(?:\s+(?:therefore|thus|then|hence|likely|probably|clearly|definitely|indeed|actually|"
+    r"certainly|still|now|most\s+likely))*(?:\s+be)?|=|:|：|-|–|—|->|→)"
 )
 _ADVERB = (
     r"(?:therefore|thus|then|hence|likely|probably|clearly|definitely|indeed|actually|most\s+likely|"
@@ -76,8 +81,10 @@ _OPTION_IS = re.compile(
 _IS_CORRECT = re.compile(  # "C is correct", "(D) is the right answer", "B is the most plausible."
     r"(?:(?i:\b(?:option|choice)\s+))?(?<![\w'])[\(\[]?(?P<x>[A-Z])[\)\]]?\s+"
     r"(?i:(?:is|seems\s+to\s+be|appears\s+to\s+be|seems|appears)\s+(?:the\s+)?(?:(?:most|only|clearly)\s+)?"
-    r"(?:(?:correct|right|best|accurate)\b|answer\b|"
-    r"(?:likely|plausible|reasonable|consistent|appropriate)(?:\s+(?:answer|option|choice))?(?=\s*[.,;!)]|\s*$)))",
+    r"(?:correct|right|best|accurate|answer|likely|plausible|reasonable|consistent|appropriate)"
+    r"(?:\s+(?:answer|option|choice|one|statement))?"
+    # then the statement ends, or goes on with a connective: not "B is the right magnitude"
+    r"(?=\s*(?:$|[.,;:!)\]]|(?:because|since|as|given|here|too|indeed|but|and|so|for)\b)))",
     re.M,
 )
 _CHOOSE = re.compile(
@@ -92,8 +99,9 @@ _ITS = re.compile(  # "Actually, it's B." / "so it must be C": an uppercase lett
     re.M,
 )
 _BOXED = re.compile(r"\\boxed\s*\{\s*[\(\[]?\s*(?P<x>[A-Za-z])(?P<rest>[^{}]*)\}")
-_TAGGED = re.compile(
-    r"(?i:\"answer\"\s*:\s*\"\s*\(?\s*)(?P<x>[A-Za-z])\s*\)?\s*\"|(?i:<answer>)\s*\(?(?P<y>[A-Za-z])\)?\s*(?i:</answer>)"
+_TAGGED = re.compile(  # {"answer": "C"} (also final_answer, choice, option), <answer>C</answer>
+    r"(?i:\"(?:final_?answer|answer|choice|option|letter)\"\s*:\s*\"\s*\(?\s*)(?P<x>[A-Za-z])\s*\)?\s*\""
+    r"|(?i:<answer>)\s*\(?(?P<y>[A-Za-z])\)?\s*(?i:</answer>)"
 )
 _CHINESE = re.compile(
     r"(?:答案|选项|正确答案|最终答案)\s*(?:是|为|应为|应该是)?\s*[:：]?\s*(?:选项)?\s*[\(（]?(?P<x>[A-Za-z])"
@@ -111,7 +119,7 @@ _RESCUE = re.compile(
 _LINE_LETTER = re.compile(
     r"^\W*\(?(?P<a>[A-Z])\)?\W*$|^\W*\((?P<b>[A-Z])\)\s|^\W*(?P<c>[A-Z])\)\s|\((?P<d>[A-Z])\)[\s.!]*$"
     r"|^(?i:so|thus|therefore|hence|final(?:ly)?|overall|it'?s|it\s+is)\b[\s,:]+(?:(?i:it'?s|it\s+is)\s+)?"
-    r"(?:(?i:option|choice)\s+)?\(?(?P<e>[A-Z])\)?[\s.!]*$"
+    r"(?:(?i:option|choice)\s+)?\(?(?P<e>[A-Z])\)?[\s.!]*$|^(?i:option|choice)\s+\(?(?P<f>[A-Z])\)?[\s.!]*$"
 )
 _CONDITIONAL = re.compile(r"(?i:\b(?:whether|if|unless|assuming|suppose)\b[^.\n]{0,30})$")
 
@@ -133,6 +141,8 @@ def _is_letter_answer(x: str, after: str, letters: str) -> bool:
     if m is None:  # end, punctuation, newline, a bracket
         return not re.match(r"[A-Za-z0-9'’]", after)  # "A's", "Ab", "A1" are not letters alone
     word = m.group(1)
+    if word.lower() in CONDITIONS:
+        return False
     if word.lower() in CONNECTIVES:
         return True
     return x in "BCDEFGHIJ" and x.isupper()

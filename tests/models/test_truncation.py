@@ -79,3 +79,28 @@ def test_cut_off_without_thinking_keeps_its_text_and_is_counted(tmp_path):
     summary = _run(tmp_path, thinking=False)
     assert summary["accuracy"] == pytest.approx(1.0)
     assert summary["truncated"] == 2 and summary["truncated_calls"] == 2 and summary["no_answer"] == 0
+
+
+@pytest.mark.parametrize(("thinking", "accuracy", "no_answer"), [(True, 0.0, 3), (False, 1.0, 0)])
+def test_autogen_over_http_follows_the_same_rule(tmp_path, thinking, accuracy, no_answer):
+    """AutoGen's own OpenAI client goes through our endpoint pool, which applies the rule."""
+    golds = {p.prompt.split("\n")[0]: p.gold for p in make_task("arith").load()[:3]}
+
+    def policy(req):
+        gold = next((g for q, g in golds.items() if q in req.prompt), "0")
+        text = f"Let me think: maybe \\boxed{{{gold}}} so Answer: \\boxed{{{gold}}}"
+        return Reply(text, finish_reason="length")
+
+    with ScriptedServer(policy) as srv:
+        cfg = EvalConfig(
+            task="arith",
+            system="autogen",
+            model=srv.app.model,
+            base_urls=[srv.base_url],
+            limit=3,
+            output=str(tmp_path),
+            params=SamplingParams(max_tokens=64, thinking=thinking),
+        )
+        summary = asyncio.run(run_eval(cfg, progress=False))
+    assert summary["errors"] == 0 and summary["accuracy"] == pytest.approx(accuracy)
+    assert summary["no_answer"] == no_answer and summary["truncated"] == 3

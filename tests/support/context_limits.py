@@ -9,6 +9,9 @@ chat request whose prompt + max_tokens do not fit with HTTP 400 and the wording 
              input tokens (X > M - P)." / "... However, your request has P input tokens. ..."
   vllm-0.12  "... you requested X output tokens and your prompt contains at least L input tokens,
              for a total of at least T tokens. ..." (the prompt counted only up to M - X + 1)
+  vllm-renderer  "max_tokens=X cannot be greater than max_model_len=M. ..." / "You passed P input
+             tokens and requested X output tokens. However, the model's context length is only M
+             tokens, resulting in a maximum input length of K tokens. ..." (P counted up to K + 1)
   sglang     "Requested token count exceeds the model's maximum context length of M tokens. You
              requested a total of T tokens: P tokens from the input messages and X tokens for the
              completion. ..." / "The input (P tokens) is longer than the model's context length
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STYLES = ("vllm-0.10", "vllm-0.11", "vllm-0.12", "sglang")
+STYLES = ("vllm-0.10", "vllm-0.11", "vllm-0.12", "vllm-renderer", "sglang")
 
 
 @dataclass
@@ -72,6 +75,18 @@ class ContextLimit:
                 f"{head} However, you requested {x} output tokens and your prompt contains {least}{counted} "
                 f"input tokens, for a total of {least}{counted + x} tokens. Please reduce the length of "
                 "the input prompt or the number of requested output tokens."
+            )
+        if self.style == "vllm-renderer":
+            if x > m:
+                return (
+                    f"max_tokens={x}cannot be greater than max_model_len=max_total_tokens={m}. "
+                    "Please request fewer output tokens."
+                )
+            k = m - x
+            return (
+                f"You passed {min(prompt, k + 1)} input tokens and requested {x} output tokens. However, "
+                f"the model's context length is only {m} tokens, resulting in a maximum input length of "
+                f"{k} tokens. Please reduce the length of the input prompt."
             )
         if prompt >= m:
             return f"The input ({prompt} tokens) is longer than the model's context length ({m} tokens)."

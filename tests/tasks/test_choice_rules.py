@@ -61,9 +61,14 @@ def test_rule_2_formatting_around_the_letter_is_ignored(text):
         ("\\boxed{C) 4.2 eV}", "C"),
         ('{"reasoning": "...", "answer": "B"}', "B"),
         ("<answer>D</answer>", "D"),
+        ('{"final_answer": "B", "confidence": 0.9}', "B"),
+        ("Answer: I'm going with C.", "C"),
         ("答案：C", "C"),
         ("Answer - B", "B"),
         ("Hmm, the answer is C. Wait, no. Actually, it's B.", "B"),
+        ("The answer must therefore be (B).", "B"),
+        ("On reflection, D is correct because the spin flips.", "D"),
+        ("Thus, the answer is **option C**.", "C"),
     ],
 )
 def test_rule_3_answer_phrases(text, expected):
@@ -94,7 +99,15 @@ def test_rule_5_a_negated_letter_is_not_the_answer():
 
 
 @pytest.mark.parametrize(
-    "text", ["The answer is either B or C.", "Answer: B/C", "The answer is A, B, or C", "Answer: A or B."]
+    "text",
+    [
+        "The answer is either B or C.",
+        "Answer: B/C",
+        "The answer is A, B, or C",
+        "Answer: A or B.",
+        "It's either A or B.",
+        "Answer: All of the above",
+    ],
 )
 def test_rule_6_a_hedge_is_no_answer(text):
     assert letter(text) is None
@@ -104,7 +117,10 @@ def test_rule_7_the_last_statement_wins():
     assert letter("Answer: B\n\nWait, I made an error. Answer: D") == "D"
     assert letter("Answer: B\nOn second thought the answer is B or C.") is None
     assert letter("Whether A is correct is unclear. Answer: D") == "D"  # a conditional is no statement
+    assert letter("Answer: C\nNote: the answer would be B if the field were reversed.") == "C"
     assert letter("Answer: B\n\nOption C is the most plausible distractor.") == "B"
+    why_not = "Answer: C\n\nWhy not the others:\n- A is too small\n- B is the right magnitude but wrong sign"
+    assert letter(why_not) == "C"  # "B is the right magnitude" states no answer
 
 
 @pytest.mark.parametrize(
@@ -115,6 +131,7 @@ def test_rule_7_the_last_statement_wins():
         ("So... (C)", "C"),
         ("Therefore, C.", "C"),
         ("It's D.", "D"),
+        ("Option D.", "D"),
         ("Option A fails and so does option B.\nI cannot decide.", None),
     ],
 )

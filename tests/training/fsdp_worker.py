@@ -16,7 +16,7 @@ def digest(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def main(output: str, dtype: str = "float32") -> int:
+def main(output: str, dtype: str = "float32", tp: str = "1") -> int:
     from training import distributed as dist
     from training.config import build_config
     from training.trainer import Trainer
@@ -28,9 +28,14 @@ def main(output: str, dtype: str = "float32") -> int:
     trainer = Trainer(cfg, output, log=lambda *_: None)
     trainer.preflight()
     trainer.setup()
+    if tp == "2":  # as vLLM tensor parallelism 2 lays it out: one plan, rank 0 keeps the rollouts
+        trainer.tp, trainer.dp_rank, trainer.dp_size = 2, 0, 1
+        trainer.keeps_rollouts = dist.rank() == 0
+    kept = []
     initial = digest(dist.full_state_dict(trainer.policy))
     for step in range(cfg.steps):
         turns, _ = trainer.rollout(step)
+        kept.append(len(turns))
         trainer.assign_advantages(turns)
         trainer.update(turns, step)
         trainer.push_weights()
@@ -51,6 +56,7 @@ def main(output: str, dtype: str = "float32") -> int:
             "initial": initial,
             "saved": saved,
             "master": master,
+            "kept": kept,
         }
     )
     if dist.rank() == 0:

@@ -16,8 +16,8 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_two_process_fsdp_stays_in_step(tmp_path, dtype):
+@pytest.mark.parametrize("dtype, tp", [("float32", "1"), ("bfloat16", "1"), ("float32", "2")])
+def test_two_process_fsdp_stays_in_step(tmp_path, dtype, tp):
     worker = Path(__file__).with_name("fsdp_worker.py")
     cmd = [
         sys.executable,
@@ -32,6 +32,7 @@ def test_two_process_fsdp_stays_in_step(tmp_path, dtype):
         str(worker),
         str(tmp_path),
         dtype,
+        tp,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -46,3 +47,5 @@ def test_two_process_fsdp_stays_in_step(tmp_path, dtype):
         assert r0["engine"] == r0["policy"] and r1["engine"] == r1["policy"]  # generation copies synced
     else:  # bf16 compute (FSDP2 MixedPrecisionPolicy); the engine copies hold bf16 weights
         assert r0["engine"] == r1["engine"] != r0["policy"]
+    if tp == "2":  # one rollout plan per engine: rank 1 played the same episodes, kept none
+        assert all(n > 0 for n in r0["kept"]) and r1["kept"] == [0, 0, 0]

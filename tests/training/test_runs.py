@@ -32,6 +32,9 @@ def test_micro_cli_run_end_to_end(tmp_path):
     for key in ("loss", "kl", "clip_frac", "entropy", "adv_std", "rollout_tokens_per_s", "step_s"):
         assert key in rows[-1]
     assert "eval/tic_tac_toe/random/p0/normalized" in rows[-1]
+    # mini-batches: 2 optimizer steps per rollout batch, so the second sees a moved policy
+    assert rows[-1]["optimizer_steps"] == 2
+    assert rows[-1]["ratio_mean"] != 1.0 and rows[-1]["approx_kl_old"] > 0
     ws = json.loads((out / "warmstart.json").read_text())
     assert ws["warmstart_kl_last"] < ws["warmstart_kl_first"]  # the supervised warm start learned
     from transformers import AutoModelForCausalLM
