@@ -135,7 +135,9 @@ def suite(
         raise ConfigError("give at least one --system")
     if not task:
         raise ConfigError("give at least one --task")
-    models = list(dict.fromkeys(model or []))
+    from mars_eval.rundirs import expand_models
+
+    models = expand_models(model)  # a quoted 'DIR/checkpoints/step-*' gives the whole series
     if not base_url:
         for m in models:
             validate.check_model_folder(m)

@@ -64,6 +64,9 @@ def test_overrides_are_typed():
         ({"model": "/no/such/model"}, "not found"),
         ({"opponent": "mcts"}, ""),
         ({"mix_fraction": "2"}, "mix_fraction"),
+        ({"tracker": "wandb"}, "wandb"),  # not installed here: bad input, before any work
+        ({"master_dtype": "bfloat16"}, "mixed-precision"),
+        ({"loss_agg": "sequence"}, "loss_agg="),
     ],
 )
 def test_bad_configs(tmp_path, overrides, fragment):
