@@ -273,8 +273,16 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
     template = plan.template
     if template.samples < 1:
         raise ConfigError("--samples must be at least 1")
-    for system in plan.systems:
-        make_system(system, autogen_client=template.autogen_client)
+    for system in plan.systems:  # unknown systems and bad system options: one line, exit 2
+        make_system(
+            system,
+            rounds=template.rounds,
+            agents=template.agents,
+            votes=template.votes,
+            autogen_client=template.autogen_client,
+            autogen_style=template.autogen_style,
+            mad_judge=template.mad_judge,
+        )
     loaded = load_problems(plan)
     limit = template.limit
     counts = {t: len(p if limit is None else p[:limit]) for t, p in loaded.items()}
@@ -345,27 +353,3 @@ async def _run_cells(
                 mad_done[(cell.model, cell.task)].set()
 
     await asyncio.gather(*(one(c) for c in cells))
-
-
-def suite_rows(cells: list[Cell], interval: Callable[[dict[str, Any]], tuple[float, float]]) -> list[dict]:
-    """The --json rows: one per cell, in table order."""
-    rows = []
-    for c in cells:
-        s = c.summary or {}
-        low, high = interval(s) if s else (None, None)
-        rows.append(
-            {
-                "model": c.model,
-                "system": c.system,
-                "task": c.task,
-                "run_dir": s.get("run_dir"),
-                "n": s.get("n"),
-                "samples": s.get("samples"),
-                "accuracy": s.get("accuracy"),
-                "ci_low": low,
-                "ci_high": high,
-                "errors": s.get("errors"),
-                **({"failure": c.failure} if c.failure else {}),
-            }
-        )
-    return rows

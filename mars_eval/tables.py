@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from mars_eval import reference_figures as ref
 from mars_eval import stats
 from mars_eval.rundirs import RunDir
 
@@ -174,8 +175,15 @@ def paper_table(
         for model in models:
             if not any((model, system, t) in by_key for t in tasks):
                 continue
-            rows.append([system, model, *(fmt_cell(by_key.get((model, system, t))) for t in tasks)])
+            rows.append([system, model, *(_with_paper(by_key.get((model, system, t)), t) for t in tasks)])
     return ["system", "model", *tasks], rows
+
+
+def _with_paper(cell: MasCell | None, task: str) -> str:
+    """The cell, and the paper's figure for the same system, task and model when it has one."""
+    text = fmt_cell(cell)
+    paper = ref.paper_accuracy(task, cell.system, cell.model) if cell is not None else None
+    return text if paper is None else f"{text} (paper {paper:.2f})"
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

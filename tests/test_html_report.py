@@ -110,3 +110,22 @@ def test_report_in_headless_chromium(runs, tmp_path):
     assert tv["verdict"].startswith("right") and "gold" in tv["verdict"]
     assert (page.parent / href).parent.joinpath(tv["back"].split("#")[0]).resolve() == page.resolve()
     assert t_shot.stat().st_size > 5_000
+
+
+def test_paper_layout_shows_the_papers_figure_for_the_same_cell():
+    from mars_eval.rundirs import RunDir
+    from mars_eval.tables import MasCell, paper_table
+
+    run = RunDir(Path("."), "mas")
+    cells = [
+        MasCell("Qwen/Qwen3-4B", "mad", "aime24", 0.4, 0.25, 0.57, 30, 1, 0, run),
+        MasCell("my-model", "mad", "aime24", 0.5, 0.3, 0.7, 30, 1, 0, run),
+        MasCell("Qwen/Qwen3-4B", "single", "arith", 0.9, 0.8, 0.95, 30, 1, 0, run),
+    ]
+    header, rows = paper_table(cells, ["Qwen/Qwen3-4B", "my-model"], ["aime24", "arith"])
+    assert header == ["system", "model", "aime24", "arith"]
+    assert rows == [
+        ["single", "Qwen/Qwen3-4B", "–", "90.0 [80.0, 95.0]"],
+        ["mad", "Qwen/Qwen3-4B", "40.0 [25.0, 57.0] (paper 40.00)", "–"],
+        ["mad", "my-model", "50.0 [30.0, 70.0]", "–"],
+    ]

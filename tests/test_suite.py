@@ -80,6 +80,7 @@ def suite_args(a, b, aime_path: Path, out: Path, *extra: str) -> list[str]:
     return args + list(extra)
 
 
+@pytest.mark.slow
 def test_suite_two_endpoints_exact_cells(two_endpoints, tmp_path):
     a, b, aime_path = two_endpoints
     out = tmp_path / "runs"
@@ -102,6 +103,14 @@ def test_suite_two_endpoints_exact_cells(two_endpoints, tmp_path):
     assert all(e.outcome == "ok" for e in a.entries() + b.entries())
     assert len(a.entries()) == len(b.entries()) == 2 * N * (1 + 3)
     assert "[95% interval]" in res.stdout and "model-b" in res.stdout
+    # The report of the suite's folder: the models in the order named, the table, the plot.
+    assert json.loads((out / "suite.json").read_text())["models"] == ["model-a", "model-b"]
+    rep = run_cli(["report", str(out)])
+    assert rep.returncode == 0, rep.describe()
+    html = (out / "report.html").read_text()
+    assert 'id="main-table"' in html and "model-a" in html and "model-b" in html
+    assert '<div class="plot" id="accuracy-plot"><svg' in html
+    assert "Paired comparison with model-a" in html and "75.0 [" in html
     # Resume: the same command sends nothing new and reports the same table.
     sent = len(a.entries()) + len(b.entries())
     again = run_cli(suite_args(a, b, aime_path, out))
@@ -111,11 +120,11 @@ def test_suite_two_endpoints_exact_cells(two_endpoints, tmp_path):
 
 
 def test_suite_cells_overlap_in_time(two_endpoints, tmp_path):
-    """Side by side: with 0.2 s per call, 8 cells of 4 single-call samples finish in about one
-    call's time, not eight."""
+    """Side by side: with 0.2 s per call, the 8 cells (single: 1 call per sample, mad: a chain of
+    3) take about one mad chain (0.6 s), not the sum of the cells (3.2 s)."""
     a, b, aime_path = two_endpoints
     a.latency = b.latency = 0.2
-    res = run_cli(suite_args(a, b, aime_path, tmp_path / "runs", "--system", "single"))
+    res = run_cli(suite_args(a, b, aime_path, tmp_path / "runs"))
     assert res.returncode == 0, res.describe()
     starts = [e.start for e in a.entries() + b.entries()]
     ends = [e.end for e in a.entries() + b.entries()]
@@ -132,6 +141,23 @@ def test_unserved_model_is_bad_input(two_endpoints, tmp_path):
     assert res.returncode == 2, res.describe()
     assert "model-c" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not a.entries() and not b.entries()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--system", "chat"], "unknown system"),
+        (["--system", "mad", "--rounds", "0"], "--rounds"),
+        (["--system", "single", "--task", "aime", "--data-files", "x.jsonl"], "TASK=PATH"),
+        (["--system", "single", "--data-files", "arith=missing.jsonl"], "missing.jsonl"),
+    ],
+)
+def test_bad_input_exit_2_before_any_call(two_endpoints, tmp_path, extra, message):
+    a, b, _ = two_endpoints
+    args = ["suite", "--model", "model-a", "--task", "arith", "--base-url", a.base_url, *extra]
+    res = run_cli([*args, "--output", str(tmp_path / "runs")])
+    assert res.returncode == 2 and message in res.stderr, res.describe()
+    assert len(res.stderr.strip().splitlines()) == 1 and not a.entries()
 
 
 def test_routes_and_shared_pool(two_endpoints):

@@ -1,13 +1,16 @@
 """The self-play RL loop: rollouts -> turn rewards -> advantages -> PPO update -> push weights.
 
 One step:
-  1. plan this step's episodes (seeded by (seed, step, rank)) and play them with the engine;
-  2. gather every rank's trajectory rewards and compute the advantages over the whole batch
-     (training/advantages.py); each turn's advantage goes to all its response tokens;
+  1. plan this step's episodes (seeded by (seed, step, rank), or per vLLM engine) and play them;
+  2. gather every rank's trajectory rewards and token counts and compute the advantages over
+     the whole batch (training/advantages.py): one value per response token;
   3. (optional) recompute behaviour log-probs with the policy; reference log-probs for k3 KL;
-  4. `ppo_epochs` passes over the turns in `minibatches` optimizer steps, micro-batched
-     (training/loss.py), gradient-norm clipping, AdamW, warmup + cosine schedule;
-  5. push the new weights into the engine; log metrics; save / evaluate on schedule.
+  4. `ppo_epochs` passes: the trajectories (or turns, loss_agg=turn) shuffled and split into
+     `minibatches` optimizer steps, each micro-batched with gradient accumulation
+     (training/loss.py), gradient-norm clipping, AdamW on fp32 master weights with bf16
+     compute (training/precision.py), warmup + cosine counted in optimizer steps;
+  5. push the new weights into the engine; log metrics (metrics.jsonl + TensorBoard);
+     save / evaluate on schedule.
 
 A non-finite loss or gradient norm (on any rank) skips the optimizer step and stops the run:
 the last good checkpoint stays as it was and the log says which one it is.

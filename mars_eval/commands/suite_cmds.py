@@ -315,7 +315,6 @@ def report(
     if out is not None:
         validate.check_output_dir(str(Path(out).parent or "."), "--out")
     path = build_report(dirs, out, fmt, model)
-    Console(stderr=True).print(f"report: {escape(str(path))}")
     print(path, flush=True)
 
 

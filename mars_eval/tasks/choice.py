@@ -80,12 +80,26 @@ _OPTION_IS = re.compile(
 )
 _IS_CORRECT = re.compile(  # "C is correct", "(D) is the right answer", "B is the most plausible."
     r"(?:(?i:\b(?:option|choice)\s+))?(?<![\w'])[\(\[]?(?P<x>[A-Z])[\)\]]?\s+"
-    r"(?i:(?:is|seems\s+to\s+be|appears\s+to\s+be|seems|appears)\s+(?:the\s+)?(?:(?:most|only|clearly)\s+)?"
+    # "(B) 6.6 x 10^-34 J s is the right value": a bracketed letter may carry its option text
+    r"(?:(?<=[)\]]\s)(?:[^.;:\n]|\.(?=\d)){1,60}?\s)?"
+    r"(?i:(?:is|seems\s+to\s+be|appears\s+to\s+be|seems|appears)\s+(?:the\s+)?(?:(?:most|more|only|clearly)\s+)?"
     r"(?:correct|right|best|accurate|answer|likely|plausible|reasonable|consistent|appropriate)"
-    r"(?:\s+(?:answer|option|choice|one|statement))?"
+    r"(?:\s+(?:answer|option|choice|one|statement|value|result|match))?"
     # then the statement ends, or goes on with a connective: not "B is the right magnitude"
-    r"(?=\s*(?:$|[.,;:!)\]]|(?:because|since|as|given|here|too|indeed|but|and|so|for)\b)))",
+    r"(?=\s*(?:$|[.,;:!)\]]|(?:because|since|as|given|here|too|indeed|but|and|so|for)\b"
+    r"|with\s+(?:all|every|each|both)\b)))",
     re.M,
+)
+# "this matches option B", "the closest is option C", "the only option consistent with ... is C"
+_MATCHES = re.compile(
+    r"(?i:\b(?:matches|corresponds\s+to|points\s+to|agrees\s+with|fits)\s+(?:the\s+)?(?:answer\s+)?"
+    r"(?:option|choice)\s+"
+    r"|\b(?:closest|nearest|best\s+match|closest\s+match|best\s+fit)(?:\s+(?:option|choice|one|answer))?"
+    r"\s+(?:is|would\s+be)\s+(?:(?:option|choice)\s+)?"
+    r"|\b(?:only|single)\s+(?:option|choice|one|answer)\s+(?:that\s+is\s+|which\s+is\s+)?"
+    r"(?:consistent|compatible|matching|fitting|left|remaining|that|which)\b[^.;\n]{0,100}?\s(?:is|remains)\s+"
+    r"(?:(?:option|choice)\s+)?)"
+    r"[\(\[]?(?P<x>[A-Z])[\)\]]?(?![\w'])"
 )
 _CHOOSE = re.compile(
     r"(?i:\b(?:I(?:'d|\s+would|'ll|\s+will)?\s+(?:go\s+with|choose|pick|select|opt\s+for|answer)|"
@@ -167,7 +181,7 @@ def _statements(text: str, letters: str) -> list[tuple[int, str | None]]:
                 found.append((hedge.end(), None))  # rule 6
                 continue
             found.append((end, x.upper()))
-    for pattern in (_IS_CORRECT, _ITS):
+    for pattern in (_IS_CORRECT, _ITS, _MATCHES):
         for m in pattern.finditer(text):
             before = text[max(0, m.start() - 40) : m.start()]
             if m.group("x") in letters and _CONDITIONAL.search(before) is None:

@@ -11,7 +11,8 @@ Math answers (`extract_math_answer`), in this order of preference:
      is the box or math span (`$...$`, `\\(...\\)`) after it, else a leading number ("42
      because ..."), else the rest of the line when it is short: a formula as is, a sentence
      ("the number of ways is 120") by its last number;
-  3. the last number on the final non-empty line.
+  3. the last number on the final non-empty line, unless that line hedges between numbers
+     ("maybe 12 or 13?").
   Nothing found: None (the sample is scored wrong, never guessed).
 
 Multiple-choice letters (`extract_choice_letter`): the rules are written and numbered in
@@ -34,6 +35,7 @@ _NUM = r"[+-]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"  # 12, -3.5, 1,000
 # A number that ends the answer: "42", "42.", "42 because ...", "5 apples"; not "2 \sqrt{3}".
 _LEADING_NUMBER = re.compile(rf"^({_NUM}(?:/\d+)?)(?=\s*$|[.,;:!)](?!\d)|\s+[A-Za-z])")
 _NUMBER = re.compile(_NUM)
+_HEDGED_NUMBERS = re.compile(r"\d\$?,?\s+or\s+\$?[+-]?\d")  # "maybe 12 or 13": a hedge, no answer
 _MAX_PLAIN_ANSWER = 40  # a plain-text "answer is ..." longer than this is prose, not an answer
 _MAX_PLAIN_WORDS = 2  # "x^2 + 1" is an answer; "the number of ways is 120" is a sentence
 
@@ -85,11 +87,19 @@ def last_boxed(text: str) -> str | None:
 
 _FORMAT_WRAP = re.compile(r"^\\(?:text|textbf|mathbf|mathrm|mbox)\s*\{(.*)\}$", re.DOTALL)
 _PAREN_NUMBER = re.compile(r"^\(\s*([+-]?\d+)\s*\)$")
+# An AMC-style choice label before the value: "\textbf{(B)}\ 25", "\text{(C) } 25", "(B) 25".
+_CHOICE_LABEL = re.compile(
+    r"^(?:\\(?:text|textbf|mathrm|mathbf|mbox)\s*\{\s*\([A-E]\)\s*\}|\([A-E]\))(?:\s|\\[ ,;:!]|~)*(?=\S)"
+)
 
 
 def unwrap_answer(answer: str) -> str:
-    """Drop formatting around a whole answer: `\\textbf{(073)}` -> `073`, `\\text{5}` -> `5`."""
-    s = answer.strip()
+    """Drop formatting around a whole answer: `\\textbf{(073)}` -> `073`, `\\text{5}` -> `5`.
+
+    A choice label before a value is dropped too (`\\textbf{(B)}\\ 25` -> `25`): the value is
+    the answer; a label alone (`\\text{(C)}`, MATH's multiple-choice golds) is kept.
+    """
+    s = _CHOICE_LABEL.sub("", answer.strip(), count=1)
     while (m := _FORMAT_WRAP.match(s)) is not None and _balanced(s, s.index("{")) == m.group(1):
         s = m.group(1).strip()
     m = _PAREN_NUMBER.match(s)
@@ -131,7 +141,7 @@ def extract_math_answer(text: str | None) -> str | None:
         if stated is not None:
             return stated
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    if lines:
+    if lines and _HEDGED_NUMBERS.search(lines[-1]) is None:
         numbers = _NUMBER.findall(lines[-1])
         if numbers:
             return numbers[-1]
