@@ -23,6 +23,7 @@ import jinja2
 
 from mars_eval import plots, report_data, tables
 from mars_eval import reference_figures as ref
+from mars_eval.mas.base import expanded_transcript
 from mars_eval.models.base import ConfigError
 from mars_eval.rundirs import RunDir, find_runs
 from mars_eval.suite import SUITE_FILE
@@ -231,7 +232,7 @@ def write_html(report: Report, out: Path) -> Path:
 def _entries(rec: dict[str, Any]) -> list[dict[str, Any]]:
     """Transcript entries in order, each with its round (1-based call index) and kind."""
     out = []
-    for t in rec.get("transcript") or []:
+    for t in expanded_transcript(rec.get("transcript") or []):  # sent messages in full
         if "event" in t:
             data = {k: v for k, v in t.items() if k != "event"}
             out.append({"kind": "event", "event": t["event"], "data": data})

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 STYLE = {"svg.fonttype": "none", "svg.hashsalt": "mars-eval", "font.size": 9, "axes.spines.top": False}
 STYLE["axes.spines.right"] = False
+STYLE["text.parse_math"] = False  # labels are model and task names (data): "$" is not mathtext
 
 
 def _svg(fig) -> str:

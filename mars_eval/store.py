@@ -120,6 +120,7 @@ class RunStore:
         # fingerprint -> (call key, the reply's small fields) (see the module docstring).
         self._unreferenced: dict[tuple, list[tuple[str, dict[str, Any]]]] = {}
         self._wall_final: float | None = None
+        self._rewritten = 0  # call rows made references by this process (compacted at close)
         try:
             self.created = not self.dir.exists()
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -273,6 +274,7 @@ class RunStore:
             updates.append((json.dumps({**small, "ref": record["key"], "i": i}), key))
         if updates:
             self._db.executemany("UPDATE calls SET response = ? WHERE key = ?", updates)
+            self._rewritten += len(updates)
 
     # --- calls ---------------------------------------------------------------------------
     @staticmethod
@@ -358,7 +360,10 @@ class RunStore:
         if self._db is not None:
             with contextlib.suppress(*_STORAGE_ERRORS):
                 self._save_wall()
-                self._db.executescript("PRAGMA incremental_vacuum;")  # execute() frees one page only
+                # Rows that shrank to references leave their pages mostly empty (a page per call
+                # for long replies); VACUUM packs them (cheap: what is left is small). Otherwise
+                # only free pages are given back (executescript: execute() frees one page only).
+                self._db.executescript("VACUUM;" if self._rewritten else "PRAGMA incremental_vacuum;")
         self._release()
 
     def _release(self) -> None:

@@ -129,3 +129,19 @@ def test_paper_layout_shows_the_papers_figure_for_the_same_cell():
         ["mad", "Qwen/Qwen3-4B", "40.0 [25.0, 57.0] (paper 40.00)", "–"],
         ["mad", "my-model", "50.0 [30.0, 70.0]", "–"],
     ]
+
+
+def test_plot_labels_are_data():
+    """Model names with markup or '$' end up as escaped text in valid SVG (no mathtext, no tags)."""
+    import xml.etree.ElementTree as ET
+
+    from mars_eval.plots import bar_chart
+
+    name = "ckpt$x^2$<script>&"
+    series = {name: [50.0], "base": [40.0]}
+    svg = bar_chart(
+        ["mad\naime24"], series, {name: [40.0], "base": [30.0]}, {name: [60.0], "base": [50.0]}, "%"
+    )
+    root = ET.fromstring(svg)
+    texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "ckpt$x^2$<script>&" in texts and "<script>" not in svg

@@ -17,7 +17,7 @@ from mars_eval.suite import SharedPool, parse_data_files, route, served_models
 from mars_eval.tasks import make_task
 from tests.support.cli import run_cli
 from tests.support.datasets import tag, write_aime_set
-from tests.support.scripted_policy import Reply, ScriptedRequest
+from tests.support.scripted_policy import FaultPlan, Reply, ScriptedRequest
 
 N = 4
 
@@ -120,16 +120,45 @@ def test_suite_two_endpoints_exact_cells(two_endpoints, tmp_path):
 
 
 def test_suite_cells_overlap_in_time(two_endpoints, tmp_path):
-    """Side by side: with 0.2 s per call, the 8 cells (single: 1 call per sample, mad: a chain of
-    3) take about one mad chain (0.6 s), not the sum of the cells (3.2 s)."""
+    """Side by side: with 0.5 s per call, the 8 cells (single: 1 call per sample, mad: a chain of
+    3) take about one mad chain (1.5 s), not the sum of the cells (8 s)."""
     a, b, aime_path = two_endpoints
-    a.latency = b.latency = 0.2
+    a.latency = b.latency = 0.5
     res = run_cli(suite_args(a, b, aime_path, tmp_path / "runs"))
     assert res.returncode == 0, res.describe()
     starts = [e.start for e in a.entries() + b.entries()]
     ends = [e.end for e in a.entries() + b.entries()]
     # single (1 call) and mad (3 sequential calls) cells: the span is one mad sample, not the sum.
-    assert max(ends) - min(starts) < 0.2 * 3 + 1.0
+    assert max(ends) - min(starts) < 0.5 * 3 + 1.5  # slack for a loaded machine, far below 8 s
+
+
+def test_vote_cell_waits_for_its_mad_cell_and_matches_its_calls(two_endpoints, tmp_path):
+    a, b, _ = two_endpoints
+    args = ["suite", "--model", "model-a", "--system", "vote", "--system", "mad", "--task", "arith"]
+    res = run_cli([*args, "--limit", str(N), "--base-url", a.base_url, "--output", str(tmp_path), "--json"])
+    assert res.returncode == 0, res.describe()
+    rows = {r["system"]: r for r in res.summary["runs"]}
+    vote = json.loads((Path(rows["vote"]["run_dir"]) / "summary.json").read_text())
+    mad = json.loads((Path(rows["mad"]["run_dir"]) / "summary.json").read_text())
+    assert mad["llm_calls_per_sample"] == 3  # the moderator settles in round 1
+    assert vote["llm_calls_per_sample"] == 3  # matched: 3 votes
+    # Every vote call started after the last mad call ended.
+    mad_end = max(e.end for e in a.entries() if "moderator" in e.prompt or "debater" in e.prompt)
+    vote_calls = [e for e in a.entries() if "debate" not in e.prompt and "moderator" not in e.prompt]
+    assert len(vote_calls) == 3 * N and min(e.start for e in vote_calls) >= mad_end
+
+
+def test_errored_samples_exit_3_and_are_not_scored(two_endpoints, tmp_path):
+    a, b, aime_path = two_endpoints
+    a.faults = FaultPlan(always={tag(3): "500"})  # model-a's AIME problem 3 always fails
+    args = ["suite", "--model", "model-a", "--model", "model-b", "--system", "single", "--task", "aime"]
+    args += ["--data-files", str(aime_path), "--limit", str(N), "--max-attempts", "1", "--json"]
+    res = run_cli([*args, "--base-url", a.base_url, "--base-url", b.base_url, "--output", str(tmp_path)])
+    assert res.returncode == 3, res.describe()
+    rows = {r["model"]: r for r in res.summary["runs"]}
+    assert rows["model-a"]["errors"] == 1 and rows["model-a"]["accuracy"] == pytest.approx(0.0)  # 0 of 3
+    assert rows["model-b"]["errors"] == 0 and rows["model-b"]["accuracy"] == pytest.approx(1.0)
+    assert "1 sample(s) failed" in res.stdout
 
 
 def test_unserved_model_is_bad_input(two_endpoints, tmp_path):
@@ -149,7 +178,7 @@ def test_unserved_model_is_bad_input(two_endpoints, tmp_path):
         (["--system", "chat"], "unknown system"),
         (["--system", "mad", "--rounds", "0"], "--rounds"),
         (["--system", "single", "--task", "aime", "--data-files", "x.jsonl"], "TASK=PATH"),
-        (["--system", "single", "--data-files", "arith=missing.jsonl"], "missing.jsonl"),
+        (["--system", "single", "--task", "aime", "--data-files", "aime=missing.jsonl"], "missing.jsonl"),
     ],
 )
 def test_bad_input_exit_2_before_any_call(two_endpoints, tmp_path, extra, message):
@@ -245,3 +274,21 @@ def test_gpqa_order_applies_to_gpqa_tasks_only():
     assert _gpqa_order("gpqa-diamond", "shuffled") == "gpqa-diamond"
     with pytest.raises(ConfigError, match="--gpqa-order"):
         _gpqa_order("aime24", "sorted")
+
+
+@pytest.mark.slow
+def test_in_process_checkpoint_series_from_a_glob(tmp_path):
+    """No --base-url: each model in-process (here the tiny checkpoint, twice, as a series)."""
+    tiny = Path(__file__).resolve().parents[1] / "results" / "tiny"
+    if not (tiny / "config.json").is_file():
+        pytest.skip("the tiny checkpoint is not in this checkout")
+    for step in (0, 5):
+        (tmp_path / "train" / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "train" / "checkpoints" / f"step-{step}").symlink_to(tiny)
+    pattern = str(tmp_path / "train" / "checkpoints" / "step-*")
+    args = ["suite", "--model", pattern, "--system", "single", "--task", "arith", "--limit", "2"]
+    res = run_cli([*args, "--max-tokens", "8", "--no-thinking", "--output", str(tmp_path / "runs"), "--json"])
+    assert res.returncode == 0, res.describe()
+    runs = res.summary["runs"]
+    assert [Path(r["model"]).name for r in runs] == ["step-0", "step-5"]
+    assert all(r["n"] == 2 and r["errors"] == 0 and 0 <= r["ci_low"] <= r["ci_high"] <= 1 for r in runs)

@@ -35,10 +35,11 @@ roll/utils/functionals.py: reward_postprocess_agentic, compute_advantage), in th
   6. advantage whitening (whiten_advantages): token-weighted, unbiased, (a - mean) / sqrt(var + 1e-8)
   7. advantage clip (advantage_clip, unset in the reference run).
 
-Differences that remain (training/README.md): the reference's response mask also counts the
-newline after each <|im_end|> (one token per turn) in K and in the statistics of 5-6; with
-gamma < 1 it also discounts over the observation tokens between turns, we discount per
-response token only.
+Differences that remain (training/README.md): the reference's response mask also covers the
+forced "<think>\n" at the start of each reply (a prompt token for us, so a few tokens per turn
+fewer in K and in the statistics of 5-6), and it re-tokenizes the decoded reply where we keep
+the sampled token ids; with gamma < 1 it also discounts over the observation tokens between
+turns, we discount per response token only.
 
 ## normalization="return_mean" (ours before; named option) and "global"
 

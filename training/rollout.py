@@ -8,9 +8,11 @@ in a "mixed" episode (share `mix_fraction`) or under the fixed-opponent ablation
 The loop: move every fixed opponent until a learner seat is to act; collect the prompts of all
 episodes waiting for the learner; one batched `engine.generate`; parse each reply with the
 game's parser (`Episode.parse`, the same one evaluation uses) and apply the action, or forfeit
-the game on an invalid/missing answer; repeat until all episodes end. Prompts are rendered
-exactly as `mars-eval games` renders them (chat template, add_generation_prompt, the
-configured enable_thinking) and replies are decoded with skip_special_tokens=True.
+the game on an invalid/missing answer; repeat until all episodes end. "full" and "compact"
+prompts are rendered as `mars-eval games` renders them (the model's chat template,
+add_generation_prompt, the configured enable_thinking); "reference" prompts as the reference's
+env manager renders them (`render_reference_chat`: plain ChatML, earlier replies kept whole with
+their thinking, the reply's start forced). Replies are decoded with skip_special_tokens=True.
 
 Each learner seat's view is its own chat. Compact style: every turn is one single-turn prompt
 (the current compact view). Full style: the chat grows turn by turn (system, observation,
@@ -63,6 +65,21 @@ class _Live:
     returns_before: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     turns: dict[int, list[Turn]] = field(default_factory=lambda: defaultdict(list))
     moves: int = 0
+
+
+def render_reference_chat(messages: list[dict], thinking: bool) -> str:
+    """The prompt text the reference's env manager builds (roll/agentic/rollout/env_manager.py).
+
+    It replaces the model's chat template with a plain ChatML one, so earlier replies go back
+    whole, thinking included (Qwen3's own template drops earlier turns' thinking); it removes
+    the newline after every <|im_end|>; and it forces the start of the reply: "<think>\n" with
+    thinking on, "<answer>" with it off.
+    """
+    parts = []
+    for m in messages:
+        parts.append(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>")
+    parts.append("<|im_start|>assistant\n")
+    return "".join(parts) + ("<think>\n" if thinking else "<answer>")
 
 
 def plan_episodes(
@@ -143,10 +160,19 @@ class RolloutWorker:
         return chat
 
     def render(self, messages: list[dict]) -> list[int]:
-        text = self.tok.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False, enable_thinking=self.enable_thinking
-        )
+        if self.style == "reference":
+            text = render_reference_chat(messages, self.enable_thinking)
+        else:
+            text = self.tok.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False, enable_thinking=self.enable_thinking
+            )
         return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def reply_prefill(self) -> str:
+        """What the prompt forces at the start of the reply (reference style only)."""
+        if self.style != "reference":
+            return ""
+        return "<think>\n" if self.enable_thinking else "<answer>"
 
     # --- the loop --------------------------------------------------------------------------
     def play(self, specs: list[EpisodeSpec], seed: int) -> tuple[list[Turn], list[EpisodeResult]]:
@@ -178,7 +204,7 @@ class RolloutWorker:
             for (i, seat, messages), prompt, gen in zip(waiting, prompts, gens, strict=True):
                 live = lives[i]
                 ep = live.episode
-                text = self.tok.decode(gen.token_ids, skip_special_tokens=True)
+                text = self.reply_prefill() + self.tok.decode(gen.token_ids, skip_special_tokens=True)
                 content, _thinking = split_thinking(text)
                 overlong = self.forfeit_tokens > 0 and (
                     not gen.stopped or len(gen.token_ids) >= self.forfeit_tokens
@@ -206,8 +232,8 @@ class RolloutWorker:
                 live.turns[seat].append(turn)
                 if self.style == "full":
                     messages.append({"role": "assistant", "content": text})
-                if self.style == "reference":  # earlier replies go back without their thinking
-                    live.replies[seat].append(content)
+                if self.style == "reference":  # earlier replies go back whole, thinking included
+                    live.replies[seat].append(text)
                 if action is None:
                     ep.forfeit(seat, "invalid answer")
                 else:

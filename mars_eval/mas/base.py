@@ -18,6 +18,14 @@ agent received since its previous call). So for agent A's n-th call
 
 with prompt(A, -1) empty, and `replay_prompts` rebuilds every prompt from a sample's
 transcript alone (samples.jsonl holds the transcript).
+
+Replies are not copied again. A new message whose text contains the reply of an earlier call
+in the same transcript (a debater's argument shown to the other side and to the moderator) is
+written with `parts` instead of `content`: a list of strings and `{"ref": i}`, where i is the
+index in the transcript of the entry whose `content` goes there. So a 10 kB argument shown to
+three agents is stored once; `expand_message` (used by `replay_prompts` and
+`expanded_transcript`) joins the parts back into the exact text that was sent. Only replies of
+at least `MIN_REF_CHARS` characters are referenced.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ from typing import Any, Protocol
 
 from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
 from mars_eval.tasks.base import Problem, Task
+
+MIN_REF_CHARS = 64  # shorter replies are cheaper to copy than to reference
 
 
 def derive_seed(*parts: object) -> int:
@@ -89,7 +99,7 @@ class SampleContext:
                 "role": role,
                 "call": n,
                 "prompt_from": keep,
-                "new_messages": [dict(m) for m in messages[keep:]],
+                "new_messages": [self._compact(m) for m in messages[keep:]],
                 "content": resp.content,
                 "thinking": resp.thinking,
                 "prompt_tokens": resp.prompt_tokens,
@@ -101,6 +111,40 @@ class SampleContext:
                 **extra,
             }
         )
+
+    def _compact(self, message: Message) -> dict[str, Any]:
+        """`message`, with the earlier replies its text contains written as references (`parts`).
+
+        Longer replies are matched first, so a reply quoted inside a longer quoted reply is not
+        split out of it; of equal replies the latest is named. Exact: `expand_message` gives
+        the same text back.
+        """
+        content = message.get("content")
+        if not isinstance(content, str) or len(content) < MIN_REF_CHARS:
+            return dict(message)
+        index: dict[str, int] = {}
+        for i, entry in enumerate(self.transcript):
+            text = entry.get("content") if "new_messages" in entry else None
+            if isinstance(text, str) and len(text) >= MIN_REF_CHARS and text in content:
+                index[text] = i
+        if not index:
+            return dict(message)
+        parts: list[str | dict[str, int]] = [content]
+        for text in sorted(index, key=len, reverse=True):
+            split: list[str | dict[str, int]] = []
+            for part in parts:
+                if not isinstance(part, str) or text not in part:
+                    split.append(part)
+                    continue
+                for j, piece in enumerate(part.split(text)):
+                    if j:
+                        split.append({"ref": index[text]})
+                    if piece:
+                        split.append(piece)
+            parts = split
+        out = {k: v for k, v in message.items() if k != "content"}
+        out["parts"] = parts
+        return out
 
     async def ask(
         self, agent: str, messages: list[Message], *, role: str = "assistant", **overrides: Any
@@ -126,6 +170,29 @@ def _same(a: Message, b: Message) -> bool:
     return a.get("role") == b.get("role") and a.get("content") == b.get("content")
 
 
+def expand_message(message: dict[str, Any], transcript: list[dict[str, Any]]) -> Message:
+    """A recorded new message as it was sent: `parts` (text and references to earlier replies
+    in `transcript`) joined back into `content`; a message without parts is returned as is."""
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return message
+    text = "".join(p if isinstance(p, str) else transcript[p["ref"]]["content"] for p in parts)
+    out = {k: v for k, v in message.items() if k != "parts"}
+    out["content"] = text
+    return out
+
+
+def expanded_transcript(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of `transcript` whose calls' `new_messages` hold their full text (for readers
+    such as the HTML report that show what each call was sent)."""
+    out = []
+    for entry in transcript:
+        if isinstance(entry.get("new_messages"), list):
+            entry = {**entry, "new_messages": [expand_message(m, transcript) for m in entry["new_messages"]]}
+        out.append(entry)
+    return out
+
+
 def replay_prompts(transcript: list[dict[str, Any]]) -> list[list[Message]]:
     """The full prompt of every call in a transcript, in transcript order (events skipped).
 
@@ -138,7 +205,8 @@ def replay_prompts(transcript: list[dict[str, Any]]) -> list[list[Message]]:
         if "new_messages" not in entry:
             continue
         agent = entry["agent"]
-        prompt = [*last.get(agent, [])[: entry["prompt_from"]], *entry["new_messages"]]
+        new = [expand_message(m, transcript) for m in entry["new_messages"]]
+        prompt = [*last.get(agent, [])[: entry["prompt_from"]], *new]
         prompts.append(prompt)
         last[agent] = [*prompt, {"role": "assistant", "content": entry["content"]}]
     return prompts

@@ -182,8 +182,10 @@ class MADDebate:
         """Candidates first, then the pick; then the fallbacks listed in the module docstring."""
         judge: list[Message] = [{"role": "system", "content": MODERATOR_SYSTEM.format(question=question)}]
         prompt = JUDGE_CANDIDATES.format(affirmative=shown[AFFIRMATIVE], negative=shown[NEGATIVE])
-        candidates = await _say(ctx, JUDGE, judge, prompt, role="judge")
-        ctx.note("judge_candidates", agent=JUDGE, candidates=candidates, shown=self.judge_sees)
+        await _say(ctx, JUDGE, judge, prompt, role="judge")
+        # The list is the judge's reply just recorded: named by its transcript index, not copied.
+        at = len(ctx.transcript) - 1
+        ctx.note("judge_candidates", agent=JUDGE, candidates_at=at, shown=self.judge_sees)
         pick_text = await _say(ctx, JUDGE, judge, JUDGE_PICK.format(question=question), role="judge")
         verdict = parse_verdict(pick_text)
         answer, via = resolve_answer(verdict, task, shown)

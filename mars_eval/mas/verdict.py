@@ -345,10 +345,19 @@ _PAREN_LETTER = re.compile(r"^\(([A-Za-z])\)[.:]?$|^([A-Z])\)?[.:]?$")
 _OPTION_LETTER = re.compile(r"^(?:option|choice)\s*\(?([A-Za-z])\)?$", re.IGNORECASE)
 
 
+# "204 (Affirmative)", "C (the negative side's answer)": a side named after the answer.
+_SIDE_NOTE = re.compile(
+    r"\s*[\(\[]\s*(?:(?:as\s+)?(?:argued|given|proposed|stated)\s+by\s+)?(?:the\s+)?"
+    r"(?:affirmative|negative)(?:\s+side)?(?:'s)?(?:\s+(?:answer|side))?\s*[\)\]]\s*\.?$",
+    re.IGNORECASE,
+)
+
+
 def normalize_answer_text(raw: str) -> str:
     """Strip what a verdict wraps a bare answer in: "The answer is", quotes, $..$, \\boxed{..},
-    "(C)", "Option C"."""
+    "(C)", "Option C", a side named after it ("204 (Affirmative)")."""
     s = _ANSWER_LEAD.sub("", raw.strip().strip("`").strip(), count=1).strip()
+    s = _SIDE_NOTE.sub("", s).strip() or s
     for _ in range(3):  # nested wrappers, e.g. "$\\boxed{73}$."
         before = s
         s = s.rstrip(".").strip()

@@ -117,6 +117,12 @@ def test_strict_json_rewrite_leaves_valid_json_alone():
         ("c", "c"),
         ("`42`", "42"),
         ("\\(x+1\\)", "x+1"),
+        # a side named after the answer is not part of it (a moderator's habit)
+        ("204 (Affirmative)", "204"),
+        ("210 (the negative side's answer)", "210"),
+        ("$\\boxed{204}$ (affirmative side)", "204"),
+        ("C (Negative)", "C"),
+        ("(x+1) (y)", "(x+1) (y)"),
     ],
 )
 def test_normalize_answer_text(raw, core):

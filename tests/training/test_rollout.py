@@ -10,7 +10,13 @@ from training.batch import build_rows
 from training.engines import Generation, GenSettings
 from training.engines.hf_engine import TransformersEngine
 from training.rewards import RewardShaping
-from training.rollout import EpisodeSpec, RolloutWorker, plan_episodes, rollout_metrics
+from training.rollout import (
+    EpisodeSpec,
+    RolloutWorker,
+    plan_episodes,
+    render_reference_chat,
+    rollout_metrics,
+)
 
 
 class FirstEmptyCell:
@@ -137,7 +143,9 @@ class ReferenceFirstLegal:
             text = self.tok.decode(p)
             self.prompts.append(text)
             legal = re.findall(r"LEGAL ACTIONS:\n(.*?)\.\n", text, re.S)[-1].split(", ")
-            ids = self.tok(f"<answer>{legal[0]}</answer>", add_special_tokens=False)["input_ids"]
+            opened = text.endswith("<answer>")  # the reference prefills "<answer>" (thinking off)
+            reply = f"{legal[0]}</answer>" if opened else f"<answer>{legal[0]}</answer>"
+            ids = self.tok(reply, add_special_tokens=False)["input_ids"]
             stopped = not self.runaway
             out.append(
                 Generation(
@@ -186,3 +194,19 @@ def test_sequence_nearly_full_forfeits(tok):
     worker.style = "reference"
     turns, results = worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
     assert len(turns) == 1 and not turns[0].valid and results[0].invalid_by == 0
+
+
+def test_reference_chat_rendering_as_the_env_manager():
+    msgs = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "<think>\nwhy\n</think><answer><X(0,0)></answer>"},
+        {"role": "user", "content": "U2"},
+    ]
+    text = render_reference_chat(msgs, thinking=True)
+    assert text == (
+        "<|im_start|>system\nS<|im_end|><|im_start|>user\nU1<|im_end|>"
+        "<|im_start|>assistant\n<think>\nwhy\n</think><answer><X(0,0)></answer><|im_end|>"
+        "<|im_start|>user\nU2<|im_end|><|im_start|>assistant\n<think>\n"
+    )  # earlier thinking kept, no newline after <|im_end|>, the reply's "<think>" forced
+    assert render_reference_chat(msgs[:2], thinking=False).endswith("<|im_start|>assistant\n<answer>")
