@@ -70,7 +70,8 @@ class Report:
         self.dirs = dirs
         self.runs = find_runs(*dirs)
         self.cells = tables.mas_cells(self.runs)
-        self.models = tables.model_order(self.cells, models or named_order(dirs))
+        self.named = models or named_order(dirs)
+        self.models = tables.model_order(self.cells, self.named)
         self.comparisons = tables.compare_to_first(self.cells, self.models)
         self.games = report_data.games_rows(self.runs)
         self.train_runs = [r for r in self.runs if r.kind == "train"]
@@ -79,9 +80,7 @@ class Report:
     def main_table(self) -> dict[str, Any]:
         tasks = tables.ordered([c.task for c in self.cells])
         by_key = {(c.model, c.system, c.task): c for c in self.cells}
-        systems = tables.ordered(
-            [c.system for c in self.cells], ["single", "mad", "autogen", "debate", "vote"]
-        )
+        systems = tables.ordered([c.system for c in self.cells], list(tables.SYSTEM_ORDER))
         rows = []
         for system in systems:
             for model in self.models:
@@ -132,8 +131,15 @@ class Report:
         labels = [f"{s}\n{t}" for s, t in groups]
         return plots.bar_chart(labels, series, lows, highs, "accuracy % (95% interval)")
 
+    def table_order(self) -> list[tables.MasCell]:
+        """The cells by task, then system in the paper's order, then model in report order."""
+        tasks = {t: i for i, t in enumerate(tables.ordered([c.task for c in self.cells]))}
+        systems = {s: i for i, s in enumerate(self._systems())}
+        models = {m: i for i, m in enumerate(self.models)}
+        return sorted(self.cells, key=lambda c: (tasks[c.task], systems[c.system], models[c.model]))
+
     def _systems(self) -> list[str]:
-        return tables.ordered([c.system for c in self.cells], ["single", "mad", "autogen", "debate", "vote"])
+        return tables.ordered([c.system for c in self.cells], list(tables.SYSTEM_ORDER))
 
     def checkpoint_curves(self) -> list[dict[str, Any]]:
         out = []
@@ -148,32 +154,48 @@ class Report:
             out.append({"series": series, "svg": svg})
         return out
 
-    def games_section(self) -> dict[str, Any] | None:
+    def games_data(self) -> dict[str, Any] | None:
+        """The games rows in model order (with the paper's figure) and the paired comparisons
+        of each model with the first; None without games runs."""
         if not self.games:
             return None
+        models = report_data.games_models(self.games, self.named)
+        rank = {m: i for i, m in enumerate(models)}
+        self.games.sort(key=lambda r: rank[r["model"]])  # stable: each run's game order is kept
         for row in self.games:
             row["paper"] = ref.paper_game_return(row["game"], row["seat"], row["model"])
-        groups = list(dict.fromkeys(f"{r['game']} · {r['opponent']} · {r['seat']}" for r in self.games))
-        models = list(dict.fromkeys(r["model"] for r in self.games))
+        groups = list(dict.fromkeys((r["game"], r["opponent"], r["seat"]) for r in self.games))
+        comparisons = report_data.games_comparisons(self.runs, models)
+        order = {g: i for i, g in enumerate(groups)}
+        comparisons.sort(
+            key=lambda c: (rank[c["model"]], order.get((c["game"], c["opponent"], c["seat"]), 0))
+        )
+        return {"rows": self.games, "models": models, "groups": groups, "comparisons": comparisons}
+
+    def games_section(self) -> dict[str, Any] | None:
+        data = self.games_data()
+        if data is None:
+            return None
+        groups = data["groups"]
         series, lows, highs = {}, {}, {}
-        for m in models:
-            by_group = {
-                f"{r['game']} · {r['opponent']} · {r['seat']}": r for r in self.games if r["model"] == m
-            }
-            series[m] = [by_group[g]["normalized_return"] if g in by_group else None for g in groups]
-            lows[m] = [None] * len(groups)
-            highs[m] = [None] * len(groups)
-        bars = plots.bar_chart(groups, series, lows, highs, "normalized return")
-        curve = None
+        for m in data["models"]:
+            by_group = {(r["game"], r["opponent"], r["seat"]): r for r in self.games if r["model"] == m}
+            rows = [by_group.get(g) for g in groups]
+            series[m] = [r["normalized_return"] if r else None for r in rows]
+            lows[m] = [r["norm_low"] if r else None for r in rows]
+            highs[m] = [r["norm_high"] if r else None for r in rows]
+        labels = [f"{g}\n{o} · {s}" for g, o, s in groups]
+        data["bars"] = plots.bar_chart(labels, series, lows, highs, "normalized return (95% interval)")
+        data["curve"] = None
         stepped = [r for r in self.games if r["step"] is not None]
         if len({r["step"] for r in stepped}) >= 2:
             lines: dict[str, list] = {}
             for r in stepped:
                 lines.setdefault(f"{r['game']} · {r['opponent']} · {r['seat']}", []).append(
-                    (r["step"], r["normalized_return"], None, None)
+                    (r["step"], r["normalized_return"], r["norm_low"], r["norm_high"])
                 )
-            curve = plots.curves(lines, "training step", "normalized return")
-        return {"rows": self.games, "bars": bars, "curve": curve}
+            data["curve"] = plots.curves(lines, "training step", "normalized return (95% interval)")
+        return data
 
     def train_section(self) -> list[dict[str, Any]]:
         out = []
@@ -185,7 +207,7 @@ class Report:
 
     # --- rendering ------------------------------------------------------------------------------
     def context(self, files_dir: str) -> dict[str, Any]:
-        debate_cells = [c for c in self.cells if c.system in report_data.DEBATE_SYSTEMS]
+        debate_cells = [c for c in self.table_order() if c.system in report_data.DEBATE_SYSTEMS]
         return {
             "title": "mars-eval report",
             "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -203,7 +225,7 @@ class Report:
                 self.cells, lambda run, rec: f"{files_dir}/{page_name(run, rec)}", self.models
             ),
             "dynamics": [report_data.debate_dynamics(c) for c in debate_cells],
-            "quality": [report_data.data_quality(c) for c in self.cells],
+            "quality": [report_data.data_quality(c) for c in self.table_order()],
         }
 
 
@@ -241,100 +263,6 @@ def _entries(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def write_markdown(report: Report, out: Path) -> Path:
-    """The tables as GitHub Markdown (for papers and READMEs)."""
-    parts = ["# mars-eval report", ""]
-    main = report.main_table()
-    if main["rows"]:
-        header = ["system", "model", *main["tasks"]]
-        rows = []
-        for row in main["rows"]:
-            texts = []
-            for c in row["cells"]:
-                paper = f" (paper {c['paper']:.2f})" if c["paper"] is not None else ""
-                texts.append(c["text"] + paper)
-            rows.append([row["system"], row["model"], *texts])
-        parts += ["## Accuracy % [95% interval]", "", tables.markdown_table(header, rows), ""]
-    if report.comparisons:
-        header = ["system", "task", "model", "vs", "delta (pp)", "95% interval", "p", "test", "n"]
-        rows = []
-        for c in report.comparisons:
-            r = c.result
-            interval = f"[{tables.fmt_delta_pct(r.ci_low)}, {tables.fmt_delta_pct(r.ci_high)}]"
-            p = "<0.001" if r.p_value < 0.001 else f"{r.p_value:.3f}"
-            rows.append(
-                [
-                    c.system,
-                    c.task,
-                    c.model,
-                    c.base,
-                    f"{100 * r.delta:+.1f}",
-                    interval,
-                    p,
-                    r.test,
-                    str(r.n_paired),
-                ]
-            )
-        parts += ["## Paired comparison with the first model", "", tables.markdown_table(header, rows), ""]
-    if report.games:
-        header = [
-            "model",
-            "game",
-            "opponent",
-            "seat",
-            "episodes",
-            "mean return",
-            "normalized",
-            "win",
-            "invalid",
-        ]
-        rows = [
-            [
-                r["model"],
-                r["game"],
-                r["opponent"],
-                r["seat"],
-                str(r["episodes"]),
-                f"{r['mean_return']:+.3f}",
-                f"{r['normalized_return']:.1f}",
-                "–" if r.get("win_rate") is None else f"{100 * r['win_rate']:.0f}%",
-                f"{100 * r['invalid_rate']:.0f}%",
-            ]
-            for r in report.games
-        ]
-        parts += ["## Games", "", tables.markdown_table(header, rows), ""]
-    quality = [report_data.data_quality(c) for c in report.cells]
-    if quality:
-        header = [
-            "task",
-            "system",
-            "model",
-            "samples",
-            "errors",
-            "truncated",
-            "context overflow",
-            "no answer",
-        ]
-        rows = [
-            [
-                q.cell.task,
-                q.cell.system,
-                q.cell.model,
-                str(q.samples),
-                str(q.errors),
-                str(q.outcomes.get("truncated", 0)),
-                str(q.outcomes.get("context_overflow", 0)),
-                str(q.outcomes.get("no_answer", 0)),
-            ]
-            for q in quality
-        ]
-        parts += ["## Data quality", "", tables.markdown_table(header, rows), ""]
-    parts += [f"Paper figures: {ref.source()}", ""]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(parts), encoding="utf-8")
-    return out
-
-
 def build_report(
     dirs: list[str], out: str | None = None, fmt: str = "html", models: list[str] | None = None
 ) -> Path:
@@ -343,4 +271,8 @@ def build_report(
         raise ConfigError(f"--format {fmt!r}: choose html or md")
     target = Path(out) if out else Path(dirs[0]) / ("report.html" if fmt == "html" else "report.md")
     report = Report(dirs, models)
-    return write_html(report, target) if fmt == "html" else write_markdown(report, target)
+    if fmt == "md":
+        from mars_eval.report_md import write_markdown
+
+        return write_markdown(report, target)
+    return write_html(report, target)

@@ -34,8 +34,9 @@ def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, A
         passes.append(float(any(r["correct"] for r in scored)))
         majorities.append(float(_majority_correct(scored)))
     n = len(means)
-    acc = sum(means) / n if n else 0.0
-    stderr = math.sqrt(sum((m - acc) ** 2 for m in means) / (n - 1) / n) if n > 1 else 0.0
+    # No scored sample (every one errored): no accuracy, rather than a 0% that reads as a result.
+    acc = sum(means) / n if n else None
+    stderr = math.sqrt(sum((m - acc) ** 2 for m in means) / (n - 1) / n) if n > 1 else (0.0 if n else None)
     ci = cluster_ci(means) if n else None
     out: dict[str, Any] = {
         "accuracy": acc,
@@ -45,8 +46,8 @@ def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, A
         "n_scored": n,
     }
     if samples > 1:
-        out[f"pass@{samples}"] = sum(passes) / n if n else 0.0
-        out[f"majority@{samples}"] = sum(majorities) / n if n else 0.0
+        out[f"pass@{samples}"] = sum(passes) / n if n else None
+        out[f"majority@{samples}"] = sum(majorities) / n if n else None
     return out
 
 

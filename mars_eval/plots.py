@@ -42,7 +42,8 @@ def bar_chart(
 ) -> str:
     """Grouped bars (one group per label in `groups`, one bar per series) with error bars."""
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(groups) * max(1, len(series)) * 0.6 + 2), 3.2))
+        width_in = max(4.0, 1.2 * len(groups) * max(1, len(series)) * 0.6 + 2)
+        fig, ax = plt.subplots(figsize=(width_in, 3.2))
         width = 0.8 / max(1, len(series))
         for i, (name, values) in enumerate(series.items()):
             xs, ys, err_lo, err_hi = [], [], [], []
@@ -55,7 +56,7 @@ def bar_chart(
                 err_lo.append(max(0.0, v - lo) if lo is not None else 0.0)
                 err_hi.append(max(0.0, hi - v) if hi is not None else 0.0)
             ax.bar(xs, ys, width * 0.95, label=name, yerr=[err_lo, err_hi], capsize=3, ecolor="#333")
-        ax.set_xticks(range(len(groups)), list(groups), rotation=20 if len(groups) > 4 else 0, ha="right")
+        ax.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
         ax.set_ylabel(ylabel)
         if ymax is not None:
             ax.set_ylim(0, ymax)
@@ -64,6 +65,16 @@ def bar_chart(
         if len(series) > 1:
             ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig)
+
+
+def _tick_layout(labels: Sequence[str], width_in: float) -> dict[str, object]:
+    """Horizontal centred tick labels when they fit under their group, else slanted ones
+    anchored at their right end (long game · opponent · seat labels would overlap)."""
+    longest = max((len(line) for label in labels for line in str(label).split("\n")), default=0)
+    room = (width_in - 1.0) / max(1, len(labels))  # inches per group
+    if longest * 0.075 <= room:  # about 0.075 in per character at 9 pt
+        return {"rotation": 0, "ha": "center"}
+    return {"rotation": 25, "ha": "right", "rotation_mode": "anchor"}
 
 
 def curves(

@@ -97,14 +97,18 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
     table.add_column("value", justify="right")
     k = summary["samples"]
     table.add_row("problems x samples", f"{summary['n']} x {k}")
-    table.add_row(f"accuracy (avg@{k})", f"[bold]{summary['accuracy']:.2%}[/bold] ± {summary['stderr']:.2%}")
+    if summary["accuracy"] is None:  # every sample errored: nothing was scored
+        table.add_row(f"accuracy (avg@{k})", "- (no sample scored)")
+    else:
+        accuracy = f"[bold]{summary['accuracy']:.2%}[/bold] ± {summary['stderr']:.2%}"
+        table.add_row(f"accuracy (avg@{k})", accuracy)
     if summary.get("ci_low") is not None:
         table.add_row("95% CI (problems as clusters)", f"[{summary['ci_low']:.2%}, {summary['ci_high']:.2%}]")
     paper = _paper_accuracy(summary)
     if paper is not None:
         table.add_row("paper (MARSHAL, 1 sample)", f"paper {paper:.2f}")
     for key in (f"pass@{k}", f"majority@{k}"):
-        if key in summary:
+        if summary.get(key) is not None:
             table.add_row(key, f"{summary[key]:.2%}")
     if "samples_scored" in summary:
         scored = f"{summary.get('n_scored', 0)} / {summary['samples_scored']}"

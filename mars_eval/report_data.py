@@ -14,7 +14,7 @@ from typing import Any
 
 from mars_eval import stats
 from mars_eval.rundirs import RunDir
-from mars_eval.tables import Comparison, MasCell, paired_scores
+from mars_eval.tables import SYSTEM_ORDER, Comparison, MasCell, paired_scores
 
 DEBATE_SYSTEMS = ("mad", "debate")
 MAD_DEBATERS = ("affirmative", "negative")
@@ -39,21 +39,31 @@ class CheckpointSeries:
     task: str
     points: list[MasCell]  # by training step
     comparisons: list[tuple[MasCell, stats.PairedResult]] = field(default_factory=list)
+    training_run: str = ""  # the folder holding checkpoints/ (what the checkpoints have in common)
+
+
+def training_run_of(model: str) -> str:
+    """The mars-train folder of a checkpoint (`R/checkpoints/step-N` -> `R`), else its parent:
+    checkpoints of two training runs are two series, never one curve."""
+    text = model.rstrip("/").replace("\\", "/")
+    if "/checkpoints/" in text:
+        return text.rsplit("/checkpoints/", 1)[0]
+    return text.rsplit("/", 1)[0] if "/" in text else ""
 
 
 def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
-    """Per (system, task): the cells whose model is a checkpoint (step known), by step, each
-    compared (paired) with the earliest checkpoint. Needs at least two checkpoints."""
-    groups: dict[tuple[str, str], list[MasCell]] = defaultdict(list)
+    """Per (training run, system, task): the cells whose model is a checkpoint (step known), by
+    step, each compared (paired) with the earliest checkpoint. Needs at least two checkpoints."""
+    groups: dict[tuple[str, str, str], list[MasCell]] = defaultdict(list)
     for c in cells:
         if c.step is not None and c.accuracy is not None:
-            groups[(c.system, c.task)].append(c)
+            groups[(training_run_of(c.model), c.system, c.task)].append(c)
     out = []
-    for (system, task), group in sorted(groups.items()):
+    for (root, system, task), group in sorted(groups.items(), key=lambda kv: _series_key(kv[0])):
         points = sorted(group, key=lambda c: c.step or 0)
         if len({c.step for c in points}) < 2:
             continue
-        series = CheckpointSeries(system, task, points)
+        series = CheckpointSeries(system, task, points, training_run=root)
         first = points[0]
         for c in points[1:]:
             pairs = paired_scores(first.scores, c.scores)
@@ -61,6 +71,21 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
                 series.comparisons.append((c, stats.paired_compare(pairs)))
         out.append(series)
     return out
+
+
+def _series_key(key: tuple[str, str, str]) -> tuple:
+    root, system, task = key
+    rank = SYSTEM_ORDER.index(system) if system in SYSTEM_ORDER else len(SYSTEM_ORDER)
+    return (task, rank, system, root)
+
+
+def natural_key(text: str) -> tuple:
+    """'Q2' before 'Q10': digit runs compare as numbers (problem ids are often numbered)."""
+    import re
+
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part
+    )
 
 
 # --- the grid of problems x runs -----------------------------------------------------------------
@@ -75,9 +100,6 @@ def sample_status(rec: dict[str, Any]) -> str:
     if rec.get("error"):
         return "error"
     return "right" if rec.get("correct") else "wrong"
-
-
-SYSTEM_ORDER = ("single", "mad", "autogen", "debate", "vote")
 
 
 def problem_grid(
@@ -99,7 +121,7 @@ def problem_grid(
         for j, c in enumerate(columns):
             for rec in c.run.records:
                 by_problem[str(rec["problem_id"])][j].append(rec)
-        problems = sorted(by_problem)
+        problems = sorted(by_problem, key=natural_key)
         grid = {}
         for p in problems:
             for j, c in enumerate(columns):
@@ -245,7 +267,9 @@ def data_quality(cell: MasCell) -> Quality:
 # --- games and training ---------------------------------------------------------------------------
 def games_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
     """One row per (run, game, opponent, seat) from each games run's summary, with the model's
-    training step when the model is a checkpoint and a Wilson interval on the win rate."""
+    training step when the model is a checkpoint, a Wilson interval on the win rate, and the
+    95% interval of the normalized return (`norm_low`, `norm_high`: the mean return's t
+    interval mapped through the game's affine normalization)."""
     rows = []
     for run in runs:
         if run.kind != "games":
@@ -256,8 +280,61 @@ def games_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
             if n and r.get("win_rate") is not None:
                 ci = stats.wilson(round(r["win_rate"] * n), n)
                 row["win_low"], row["win_high"] = ci.low, ci.high
+            row["norm_low"], row["norm_high"] = _normalized_interval(r)
             rows.append(row)
     return rows
+
+
+def _normalized_interval(r: dict[str, Any]) -> tuple[float | None, float | None]:
+    """The normalized return's 95% interval from the mean return's (None when not recorded)."""
+    from mars_eval.games import make_game
+
+    low, high = r.get("mean_return_ci_low"), r.get("mean_return_ci_high")
+    if low is None or high is None:
+        return None, None
+    try:
+        game = make_game(str(r.get("game")))
+    except Exception:  # a game this version does not know: no interval rather than no report
+        return None, None
+    return game.normalize(float(low)), game.normalize(float(high))
+
+
+def games_models(rows: list[dict[str, Any]], named: list[str] | None = None) -> list[str]:
+    """The games runs' models: those named first (in that order), then checkpoints by training
+    step, then the rest by name. The first is the base of the paired games comparison."""
+    steps = {r["model"]: r["step"] for r in rows}
+    rest = sorted(set(steps) - set(named or []), key=lambda m: (steps[m] is None, steps[m] or 0, m))
+    return [m for m in (named or []) if m in steps] + rest
+
+
+def games_comparisons(runs: list[RunDir], models: list[str]) -> list[dict[str, Any]]:
+    """Each games model against the first of `models`, per game, opponent and seat: episodes
+    paired by (game, opponent, seat, episode seed), as `mars-eval compare` does (one row per
+    group with the model, the base and compare.compare_games' fields)."""
+    from mars_eval.compare import Run, compare_games
+    from mars_eval.models.base import ConfigError
+
+    latest: dict[str, RunDir] = {}
+    for run in runs:
+        if run.kind == "games" and run.records:
+            latest[run.model] = run  # runs come sorted by path; one run per model is the usual case
+    if len(models) < 2 or models[0] not in latest:
+        return []
+
+    def as_run(run: RunDir) -> Run:
+        return Run(run.path, run.config, run.summary, {str(r["key"]): r for r in run.records})
+
+    base = as_run(latest[models[0]])
+    out = []
+    for model in models[1:]:
+        if model not in latest:
+            continue
+        try:
+            result = compare_games(base, as_run(latest[model]))
+        except ConfigError:  # no episode in common (other games or seeds): nothing to pair
+            continue
+        out += [{"model": model, "base": models[0], **row} for row in result["rows"]]
+    return out
 
 
 def train_curves(run: RunDir) -> dict[str, list[tuple[float, float]]]:

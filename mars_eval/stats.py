@@ -311,7 +311,7 @@ def paired_compare(
         ci = mean_ci(d, confidence)
         se, ci_low, ci_high = ci.se, ci.low, ci.high
         boot_low, boot_high = bootstrap_ci(d, confidence, bootstrap_resamples, seed)
-        detectable = mde(se)
+        detectable = mde(se) if se > 0 else None  # no spread: the detectable effect is unknown
     return PairedResult(
         n_paired=n,
         n_pairs=sum(len(v) for _, v in units),

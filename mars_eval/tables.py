@@ -16,6 +16,8 @@ from mars_eval import reference_figures as ref
 from mars_eval import stats
 from mars_eval.rundirs import RunDir
 
+SYSTEM_ORDER = ("single", "mad", "autogen", "debate", "vote")  # the paper's rows, then the rest
+
 
 @dataclass
 class MasCell:
@@ -119,7 +121,7 @@ def compare_to_first(cells: list[MasCell], models: list[str]) -> list[Comparison
     if len(models) < 2:
         return out
     base = models[0]
-    for system in ordered([c.system for c in cells]):
+    for system in ordered([c.system for c in cells], list(SYSTEM_ORDER)):
         for task in ordered([c.task for c in cells]):
             a = by_key.get((base, system, task))
             if a is None:
@@ -171,7 +173,7 @@ def paper_table(
     tasks = ordered([c.task for c in cells], tasks)
     by_key = {(c.model, c.system, c.task): c for c in cells}
     rows = []
-    for system in ordered([c.system for c in cells], ["single", "mad", "autogen", "debate", "vote"]):
+    for system in ordered([c.system for c in cells], list(SYSTEM_ORDER)):
         for model in models:
             if not any((model, system, t) in by_key for t in tasks):
                 continue

@@ -50,6 +50,10 @@ def test_markdown_report(runs, tmp_path):
     assert "| system | model | arith |" in text
     assert "| single | base-model | 83.3 [" in text  # 5/6 with its interval
     assert "## Paired comparison" in text and "## Games" in text and "kuhn_poker" in text
+    # The checkpoint series: accuracy by step with the paired test against the first checkpoint.
+    assert "## Accuracy over training steps: single · arith (runs/train)" in text
+    assert "| 20 | runs/train/checkpoints/step-20 | 100.0 [" in text and "| +66.7 |" in text
+    assert "## Debate dynamics" in text and "## Data quality" in text and "letters predicted" in text
 
 
 def test_bad_input_exit_2(tmp_path):
@@ -145,3 +149,126 @@ def test_plot_labels_are_data():
     root = ET.fromstring(svg)
     texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
     assert "ckpt$x^2$<script>&" in texts and "<script>" not in svg
+
+
+def _games_runs(root: Path) -> Path:
+    """Two built-in agents on tic-tac-toe against random, same seeds: episodes pair one to one."""
+    import asyncio
+
+    from mars_eval.games.runner import build_config, run_games
+
+    for agent in ("random", "mcts"):
+        cfg = build_config(
+            games="tic_tac_toe", train=False, held_out=False, model=None, base_url=[], agent=agent,
+            opponents="random", episodes=6, seed=0, output=str(root), concurrency=None,
+            max_tokens=None, temperature=None, thinking=None, prompt_style=None, fresh=False,
+        )  # fmt: skip
+        asyncio.run(run_games(cfg, progress=False))
+    return root
+
+
+def test_games_error_bars_and_paired_comparison(tmp_path, monkeypatch):
+    """Games bars carry the normalized return's 95% interval (the mean return's t interval through
+    the affine normalization), and each model is compared (paired by episode seed) with the first."""
+    import json
+
+    from mars_eval import plots
+    from mars_eval.games import make_game
+
+    root = _games_runs(tmp_path / "games")
+    drawn = {}
+    real_bars = plots.bar_chart
+
+    def spy(groups, series, lows, highs, ylabel, *a, **k):
+        drawn[ylabel] = (list(groups), series, lows, highs)
+        return real_bars(groups, series, lows, highs, ylabel, *a, **k)
+
+    monkeypatch.setattr(plots, "bar_chart", spy)
+    report = Report([str(root)], models=["random", "mcts100"])
+    section = report.games_section()
+    assert section["models"] == ["random", "mcts100"]
+    game = make_game("tic_tac_toe")
+    for r in section["rows"]:
+        assert r["norm_low"] == pytest.approx(game.normalize(r["mean_return_ci_low"]))
+        assert r["norm_high"] == pytest.approx(game.normalize(r["mean_return_ci_high"]))
+        assert r["norm_low"] <= r["normalized_return"] <= r["norm_high"]
+    groups, series, lows, highs = drawn["normalized return (95% interval)"]
+    assert groups == ["tic_tac_toe\nrandom · first", "tic_tac_toe\nrandom · second"]
+    assert all(v is not None for m in series for v in lows[m] + highs[m])
+    # Paired comparison: delta = mean over paired episodes of (mcts - random) returns.
+    comps = section["comparisons"]
+    assert [(c["model"], c["base"], c["seat"]) for c in comps] == [
+        ("mcts100", "random", "first"),
+        ("mcts100", "random", "second"),
+    ]
+    returns = {}
+    for path in root.glob("*/samples.jsonl"):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            agent = json.loads((path.parent / "config.json").read_text())["agent"]
+            returns[(agent, rec["seat"], rec["seed"])] = rec["agent_return"]
+    for c in comps:
+        seeds = [s for (a, seat, s) in returns if a == "random" and seat == c["seat"]]
+        want = sum(returns[("mcts100", c["seat"], s)] - returns[("random", c["seat"], s)] for s in seeds)
+        assert c["n_paired"] == 6 and c["delta_return"] == pytest.approx(want / 6)
+    html = build_report([str(root)], str(tmp_path / "r.html"), models=["random", "mcts100"]).read_text()
+    assert 'id="games-comparison-table"' in html and "Paired comparison with random" in html
+    md = build_report([str(root)], str(tmp_path / "r.md"), "md", models=["random", "mcts100"]).read_text()
+    assert "## Games: paired comparison with the first model" in md
+    assert "| mcts100 | random | tic_tac_toe | random | first | 6 |" in md
+
+
+def test_checkpoints_of_two_training_runs_are_two_series():
+    from mars_eval.report_data import training_run_of
+    from mars_eval.rundirs import RunDir
+    from mars_eval.tables import MasCell
+
+    run = RunDir(Path("."), "mas")
+
+    def cell(model: str, acc: float) -> MasCell:
+        scores = {str(i): [1.0 if i < acc * 4 else 0.0] for i in range(4)}
+        from mars_eval.rundirs import checkpoint_step
+
+        return MasCell(model, "single", "arith", acc, 0.0, 1.0, 4, 1, 0, run, checkpoint_step(model), scores)
+
+    cells = [
+        cell(f"{r}/checkpoints/step-{s}", a) for r in ("/x/a", "/x/b") for s, a in ((0, 0.25), (10, 0.75))
+    ]
+    series = checkpoint_series(cells)
+    assert [(s.training_run, [p.step for p in s.points]) for s in series] == [
+        ("/x/a", [0, 10]),
+        ("/x/b", [0, 10]),
+    ]
+    assert all(s.comparisons[0][1].delta == pytest.approx(0.5) for s in series)
+    assert training_run_of("runs/q4b/checkpoints/step-200/") == "runs/q4b"
+
+
+def test_orders_a_reader_expects():
+    """Problems numbered naturally (2 before 10); systems in the paper's order (single first)."""
+    from mars_eval.report_data import natural_key
+    from mars_eval.rundirs import RunDir
+    from mars_eval.tables import MasCell, compare_to_first
+
+    assert sorted(["10", "2", "1", "rec010", "rec002"], key=natural_key) == [
+        "1",
+        "2",
+        "10",
+        "rec002",
+        "rec010",
+    ]
+    run = RunDir(Path("."), "mas")
+    scores = {"0": [1.0], "1": [0.0]}
+    cells = [
+        MasCell(m, s, "arith", 0.5, 0.1, 0.9, 2, 1, 0, run, None, scores)
+        for s in ("mad", "single")
+        for m in ("a", "b")
+    ]
+    assert [c.system for c in compare_to_first(cells, ["a", "b"])] == ["single", "mad"]
+
+
+def test_long_bar_labels_slant_instead_of_overlapping():
+    from mars_eval.plots import _tick_layout
+
+    assert _tick_layout(["single\naime24", "mad\naime24"], 5.0)["rotation"] == 0
+    long = [f"tic_tac_toe · mcts1000 · {s}" for s in ("first", "second", "first", "second")]
+    assert _tick_layout(long, 5.0)["rotation"] > 0

@@ -116,6 +116,14 @@ def test_paired_compare_k_samples_uses_problem_means():
     assert res.p_value == pytest.approx(0.25)
 
 
+def test_identical_runs_have_no_detectable_effect_rather_than_zero():
+    # every d_i is 0 (or every d_i equal): SE is 0, and "can detect +-0 pts" would be nonsense
+    same = stats.paired_compare({str(i): [(i % 2, i % 2)] for i in range(10)})
+    assert same.se == 0 and same.mde is None and same.p_value == 1.0
+    shifted = stats.paired_compare({str(i): [(0, 1)] for i in range(10)})
+    assert shifted.delta == 1 and shifted.mde is None and shifted.p_value == pytest.approx(2 / 2**10)
+
+
 def test_z_sum_and_mde():
     assert stats.z_sum() == pytest.approx(1.959964 + 0.841621, abs=1e-5)
     assert stats.mde(0.1) == pytest.approx(0.2801585, abs=1e-6)

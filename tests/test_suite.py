@@ -128,8 +128,13 @@ def test_suite_cells_overlap_in_time(two_endpoints, tmp_path):
     assert res.returncode == 0, res.describe()
     starts = [e.start for e in a.entries() + b.entries()]
     ends = [e.end for e in a.entries() + b.entries()]
-    # single (1 call) and mad (3 sequential calls) cells: the span is one mad sample, not the sum.
-    assert max(ends) - min(starts) < 0.5 * 3 + 1.5  # slack for a loaded machine, far below 8 s
+    # Every cell's first call of every sample goes out at once (8 cells x N samples), before any
+    # reply is back: the structural check, independent of how loaded the machine is.
+    first_wave = [t for t in starts if t - min(starts) < 0.4]
+    assert len(first_wave) == 2 * 2 * 2 * N
+    # single (1 call) and mad (3 sequential calls) cells: the span is about one mad sample (1.5 s
+    # plus the first answer extraction's warm-up), far below the cells one after another (8 s).
+    assert max(ends) - min(starts) < 0.5 * 3 + 3.0
 
 
 def test_vote_cell_waits_for_its_mad_cell_and_matches_its_calls(two_endpoints, tmp_path):

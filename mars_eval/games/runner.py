@@ -445,6 +445,9 @@ def print_results(summary: dict[str, Any], console: Console) -> None:
             left = col in ("game", "opponent", "seat")
             table.add_column(col, justify="left" if left else "right", no_wrap=True)
         for r in competitive:
+            if not r["episodes"]:  # every episode errored: no figures (not zeros) to show
+                table.add_row(r["game"], r["opponent"], r["seat"], "0", *("-",) * 8)
+                continue
             table.add_row(
                 r["game"],
                 r["opponent"],
@@ -463,15 +466,20 @@ def print_results(summary: dict[str, Any], console: Console) -> None:
     if cooperative:
         title = f"cooperative games (team score) · {who}"
         table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        cols = ("game", "partner", "n", "mean", "95% CI", "std", "min", "median", "max", "perfect", "zero")
-        cols += ("invalid",)
-        cols += ("norm",)
+        # The seat tells apart the two rows of a game played with a partner (not in self-play).
+        cols = ("game", "partner", "seat", "n", "mean", "95% CI", "std", "min", "median", "max")
+        cols += ("perfect", "zero", "invalid", "norm")
         for col in cols:
-            table.add_column(col, justify="left" if col in ("game", "partner") else "right", no_wrap=True)
+            left = col in ("game", "partner", "seat")
+            table.add_column(col, justify="left" if left else "right", no_wrap=True)
         for r in cooperative:
+            if not r["episodes"]:
+                table.add_row(r["game"], r["opponent"], r["seat"], "0", *("-",) * 10)
+                continue
             table.add_row(
                 r["game"],
                 r["opponent"],
+                r["seat"],
                 str(r["episodes"]),
                 f"[bold]{r['mean_return']:.2f}[/bold]",
                 format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:.2f}"),

@@ -14,7 +14,8 @@
     Also "the correct/best option (choice) is C", "Option C is correct", "C is the correct
     answer", "(D) is right", "B is the most plausible." (such a "X is correct" statement ends
     there or goes on with a connective: "B is the right magnitude but ..." states nothing),
-    "I'd go with B", "I choose C", "Actually, it's B.", `\\boxed{C}` (also `\\boxed{C) text}`),
+    "I'd go with B", "I choose C", "I stick with B", "I change my answer from B to C" (C),
+    "Actually, it's B.", `\\boxed{C}` (also `\\boxed{C) text}`),
     JSON `"answer": "C"`, `<answer>C</answer>`, "答案是 C".
  4. An article is not an option: after an answer phrase, "A"/"a" followed by a word that is not
     a connective ("because", "since", "as", "is", ...) is prose ("The answer is A bit subtle",
@@ -27,9 +28,10 @@
  7. The last statement wins: "The answer is B. ... on reflection, D is correct." gives D, and a
     final hedge after an earlier answer gives None. A conditional ("whether A is correct",
     "if B is right", "the answer would be B if the field were reversed") states nothing.
- 8. Without any statement, a final line that is only the letter ("C", "(C)", "**C**", "C."),
-    starts with it as an option ("C) 4.2 eV", "(C) 4.2 eV"), ends with it in parentheses
-    ("so the best is (C)."), or is "Therefore, C." / "So: C" / "It's D." / "Option D." counts.
+ 8. Without any statement, a final line (or the last sentence of it: "A is wrong, so is B.
+    Hence C.") that is only the letter ("C", "(C)", "**C**", "C."), starts with it as an option
+    ("C) 4.2 eV", "(C) 4.2 eV"), ends with it in parentheses ("so the best is (C)."), or is
+    "Therefore, C." / "So: C" / "It's D." / "Option D." counts.
  9. Letters outside `letters` (e.g. "E" on a four-option task) are never answers; nothing
     found gives None (scored wrong, never guessed).
 """
@@ -103,7 +105,10 @@ _MATCHES = re.compile(
 )
 _CHOOSE = re.compile(
     r"(?i:\b(?:I(?:'d|\s+would|'ll|\s+will)?\s+(?:go\s+with|choose|pick|select|opt\s+for|answer)|"
-    r"(?:we|I)\s+(?:choose|pick|select)|going\s+with|let's\s+go\s+with|select(?:ing)?|choos(?:e|ing))"
+    r"(?:we|I)\s+(?:choose|pick|select)|going\s+with|let's\s+go\s+with|select(?:ing)?|choos(?:e|ing)|"
+    # a debater's revision: "I stick with B", "I'm switching to D", "I change my answer from B to C"
+    r"stick(?:ing)?\s+with|switch(?:ing)?\s+to|maintain(?:ing)?\s+my\s+(?:answer|choice)(?:\s+(?:of|as))?|"
+    r"(?:chang|revis|updat)(?:e|ing)\s+my\s+(?:answer|choice)\s+(?:from\s+[\(\[]?[A-Za-z][\)\]]?\s+)?to)"
     rf"\s*:?\s*(?:(?:option|choice|answer)\s*)?){_L}"
 )
 _ITS = re.compile(  # "Actually, it's B." / "so it must be C": an uppercase letter, then punctuation
@@ -135,6 +140,7 @@ _LINE_LETTER = re.compile(
     r"|^(?i:so|thus|therefore|hence|final(?:ly)?|overall|it'?s|it\s+is)\b[\s,:]+(?:(?i:it'?s|it\s+is)\s+)?"
     r"(?:(?i:option|choice)\s+)?\(?(?P<e>[A-Z])\)?[\s.!]*$|^(?i:option|choice)\s+\(?(?P<f>[A-Z])\)?[\s.!]*$"
 )
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z(])")
 _CONDITIONAL = re.compile(r"(?i:\b(?:whether|if|unless|assuming|suppose)\b[^.\n]{0,30})$")
 
 
@@ -210,8 +216,10 @@ def extract_choice_letter(text: str | None, letters: str = "ABCD") -> str | None
         return max(found, key=lambda f: f[0])[1]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if lines:
-        m = _LINE_LETTER.search(lines[-1])
-        if m is not None:
-            x = next(g for g in m.groups() if g is not None)
-            return x if x in letters else None
+        last_sentence = _SENTENCE_END.split(lines[-1])[-1]  # "... D is wrong too. Hence C."
+        for candidate in dict.fromkeys((lines[-1], last_sentence)):
+            m = _LINE_LETTER.search(candidate)
+            if m is not None:
+                x = next(g for g in m.groups() if g is not None)
+                return x if x in letters else None
     return None

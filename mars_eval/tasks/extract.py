@@ -92,14 +92,22 @@ _CHOICE_LABEL = re.compile(
     r"^(?:\\(?:text|textbf|mathrm|mathbf|mbox)\s*\{\s*\([A-E]\)\s*\}|\([A-E]\))(?:\s|\\[ ,;:!]|~)*(?=\S)"
 )
 
+# "\boxed{\text{Answer: } 73}", "\boxed{\text{The final answer is } 204}": the label is not the answer.
+_ANSWER_LABEL = re.compile(
+    r"^\\(?:text|textbf|mathrm|mbox)\s*\{\s*(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*:?\s*\}\s*(?=\S)",
+    re.IGNORECASE,
+)
+
 
 def unwrap_answer(answer: str) -> str:
     """Drop formatting around a whole answer: `\\textbf{(073)}` -> `073`, `\\text{5}` -> `5`.
 
     A choice label before a value is dropped too (`\\textbf{(B)}\\ 25` -> `25`): the value is
-    the answer; a label alone (`\\text{(C)}`, MATH's multiple-choice golds) is kept.
+    the answer; a label alone (`\\text{(C)}`, MATH's multiple-choice golds) is kept. An answer
+    label is dropped as well (`\\text{Answer: } 73` -> `73`).
     """
     s = _CHOICE_LABEL.sub("", answer.strip(), count=1)
+    s = _ANSWER_LABEL.sub("", s, count=1) or s
     while (m := _FORMAT_WRAP.match(s)) is not None and _balanced(s, s.index("{")) == m.group(1):
         s = m.group(1).strip()
     m = _PAREN_NUMBER.match(s)

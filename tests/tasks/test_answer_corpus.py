@@ -174,6 +174,19 @@ GPQA_REPLIES = [
     ("The correct answer is C as option C gives the right rotational constant.", "C"),
     ("<think>\nOption A seems wrong. The answer is B.\n</think>\n\n**Answer: D**", "D"),
     ("Okay, let me think. The answer is B.\n</think>\n\nAnswer: C", "C"),
+    # debaters revising or keeping their answer (MAD, debate)
+    ("After re-evaluating, I change my answer from B to C.", "C"),
+    ("I stick with B. Your argument ignores the solvent.", "B"),
+    ("I'm switching to D.", "D"),
+    ("I maintain my answer of B.", "B"),
+    ("I'll stick with B or C.", None),
+    ("I'm switching to a different approach: the rate law gives an order of 2.", None),
+    # the same verbs with no letter after them, or an answer phrase after
+    ("Sticking with A for now.", "A"),
+    ("I won't stick with a single approach; the answer is C.", "C"),
+    # the last sentence of the last line, when no statement names a letter
+    ("Option A is wrong, so is B; D is wrong too. Hence C.", "C"),
+    ("We computed 3.5 eV, and option A gives 2.5 eV. So B.", "B"),
 ]
 
 # (final reply, gold, a human grader scores it right)
@@ -260,6 +273,9 @@ MATH_REPLIES = [
     ("\\boxed{\\text{(C) } 25}", "25", True),
     ("The smallest such $n$ is $\\boxed{n = 17}$.", "17", True),
     ("Hence, $\\boxed{\\textbf{(080)}}$", "80", True),
+    ("\\[\\boxed{\\text{Answer: } 73}\\]", "73", True),
+    ("So $\\boxed{\\text{The final answer is } 204}$", "204", True),
+    ("$\\boxed{m+n=109}$", "109", True),
 ]
 
 

@@ -1,0 +1,166 @@
+"""`mars-eval report --format md`: the report's tables as GitHub Markdown, for papers and READMEs.
+
+The same numbers as the HTML page (`html_report.Report`), without plots or transcripts: the
+accuracy table with intervals and the paper's figures, the paired comparison with the first
+model, accuracy over training steps for a checkpoint series, games (and their paired
+comparison), debate dynamics and data quality.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mars_eval import reference_figures as ref
+from mars_eval import report_data, tables
+from mars_eval.tables import fmt_delta_pct, fmt_pct, markdown_table
+
+if TYPE_CHECKING:
+    from mars_eval.html_report import Report
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return f"[{fmt_delta_pct(low)}, {fmt_delta_pct(high)}]"
+
+
+def _section(title: str, header: list[str], rows: list[list[str]], note: str = "") -> list[str]:
+    return [f"## {title}", "", *([note, ""] if note else []), markdown_table(header, rows), ""]
+
+
+def accuracy_section(report: Report) -> list[str]:
+    main = report.main_table()
+    if not main["rows"]:
+        return []
+    rows = []
+    for row in main["rows"]:
+        texts = [
+            c["text"] + (f" (paper {c['paper']:.2f})" if c["paper"] is not None else "") for c in row["cells"]
+        ]
+        rows.append([row["system"], row["model"], *texts])
+    return _section("Accuracy % [95% interval]", ["system", "model", *main["tasks"]], rows)
+
+
+def comparison_section(report: Report) -> list[str]:
+    if not report.comparisons:
+        return []
+    header = ["system", "task", "model", "vs", "delta (pp)", "95% interval", "p", "test", "n"]
+    rows = []
+    for c in report.comparisons:
+        r = c.result
+        rows.append(
+            [c.system, c.task, c.model, c.base, f"{100 * r.delta:+.1f}", _interval(r.ci_low, r.ci_high)]
+            + [_p(r.p_value), r.test, str(r.n_paired)]
+        )
+    return _section("Paired comparison with the first model", header, rows)
+
+
+def checkpoint_section(report: Report) -> list[str]:
+    """Accuracy against training step, each checkpoint paired with the first of its series."""
+    out: list[str] = []
+    for s in report_data.checkpoint_series(report.cells):
+        first = s.points[0]
+        header = ["step", "model", "accuracy [95% interval]", f"delta vs step {first.step} (pp)"]
+        header += ["95% interval", "p"]
+        rows = [[str(first.step), first.model, tables.fmt_cell(first), "–", "–", "–"]]
+        for c, r in s.comparisons:
+            rows.append(
+                [str(c.step), c.model, tables.fmt_cell(c), f"{100 * r.delta:+.1f}"]
+                + [_interval(r.ci_low, r.ci_high), _p(r.p_value)]
+            )
+        where = f" ({s.training_run})" if s.training_run else ""
+        out += _section(f"Accuracy over training steps: {s.system} · {s.task}{where}", header, rows)
+    return out
+
+
+def games_section(report: Report) -> list[str]:
+    data = report.games_data()
+    if data is None:
+        return []
+    header = ["model", "game", "opponent", "seat", "episodes", "mean return", "normalized [95% interval]"]
+    header += ["win [95% interval]", "invalid"]
+    rows = []
+    for r in data["rows"]:
+        norm = f"{r['normalized_return']:.1f}"
+        if r.get("norm_low") is not None:
+            norm += f" [{r['norm_low']:.1f}, {r['norm_high']:.1f}]"
+        win = "–"
+        if r.get("win_rate") is not None:
+            win = fmt_pct(r["win_rate"])
+            if r.get("win_low") is not None:
+                win += f" [{fmt_pct(r['win_low'])}, {fmt_pct(r['win_high'])}]"
+        rows.append(
+            [r["model"], r["game"], r["opponent"], r["seat"], str(r["episodes"]), f"{r['mean_return']:+.3f}"]
+            + [norm, win, fmt_pct(r.get("invalid_rate"))]
+        )
+    out = _section("Games", header, rows, "Normalized return: min-max over the game's payoff range (ours).")
+    if data["comparisons"]:
+        header = ["model", "vs", "game", "opponent", "seat", "episodes", "delta return", "95% interval", "p"]
+        header += ["delta win (pp)", "p (win)"]
+        rows = []
+        for c in data["comparisons"]:
+            ci = "–" if c["ci_low"] is None else f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+            win = "–" if c["delta_win_rate"] is None else f"{100 * c['delta_win_rate']:+.1f}"
+            rows.append(
+                [c["model"], c["base"], c["game"], c["opponent"], c["seat"], str(c["n_paired"])]
+                + [f"{c['delta_return']:+.3f}", ci, _p(c["p_value"]), win, _p(c["win_p_value"])]
+            )
+        out += _section("Games: paired comparison with the first model", header, rows)
+    return out
+
+
+def dynamics_section(report: Report) -> list[str]:
+    cells = [c for c in report.table_order() if c.system in report_data.DEBATE_SYSTEMS]
+    if not cells:
+        return []
+    header = ["task", "system", "model", "answers right by round", "agreement by round", "changed"]
+    header += ["right→wrong", "wrong→right", "calls / sample", "tokens / sample"]
+    rows = []
+    for d in map(report_data.debate_dynamics, cells):
+        rows.append(
+            [d.cell.task, d.cell.system, d.cell.model, " → ".join(fmt_pct(x) for x in d.accuracy_by_round)]
+            + [" → ".join(fmt_pct(x) for x in d.agreement_by_round), f"{d.changed}/{d.debaters}"]
+            + [str(d.right_to_wrong), str(d.wrong_to_right), f"{d.calls_per_sample:.2f}"]
+            + [f"{d.tokens_per_sample:.0f}"]
+        )
+    return _section("Debate dynamics", header, rows)
+
+
+def _letters(spread: dict[str, int] | None) -> str:
+    return " ".join(f"{k}:{v}" for k, v in (spread or {}).items())
+
+
+def quality_section(report: Report) -> list[str]:
+    quality = [report_data.data_quality(c) for c in report.table_order()]
+    if not quality:
+        return []
+    header = ["task", "system", "model", "samples", "errors", "truncated", "context overflow", "no answer"]
+    header += ["letters predicted", "letters gold"]
+    rows = [
+        [q.cell.task, q.cell.system, q.cell.model, str(q.samples), str(q.errors)]
+        + [str(q.outcomes.get(k, 0)) for k in ("truncated", "context_overflow", "no_answer")]
+        + [_letters(q.outcomes.get("predicted_letters")), _letters(q.outcomes.get("gold_letters"))]
+        for q in quality
+    ]
+    return _section("Data quality", header, rows)
+
+
+def write_markdown(report: Report, out: Path) -> Path:
+    """The tables as GitHub Markdown at `out`; returns `out`."""
+    parts = ["# mars-eval report", ""]
+    for section in (
+        accuracy_section,
+        comparison_section,
+        checkpoint_section,
+        games_section,
+        dynamics_section,
+        quality_section,
+    ):
+        parts += section(report)
+    parts += [f"Paper figures: {ref.source()}", ""]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out

@@ -1,0 +1,144 @@
+"""A hostile OpenAI-compatible endpoint for CLI acceptance tests (real HTTP, a scripted server).
+
+What it does to a client:
+  * checks the API key: a request without `Authorization: Bearer <key>` gets 401 (chat and
+    /v1/models alike), and every Authorization header it saw is kept;
+  * serves a model whose name is Rich markup with an escape code (`HOSTILE_MODEL`);
+  * wraps every reply in text a harness must store and show safely: a lone UTF-16 surrogate
+    (JSON "\\ud800"), a NUL, Rich markup, a terminal escape code, and bytes that are not UTF-8
+    (the @@BAD@@ marker is replaced in the raw body), in the content and in the thinking;
+  * `failing = <status>` makes every chat call fail with that HTTP status (500: retried, then an
+    error; 400: an error at once); the /models check still passes.
+
+From a shell, for probing by hand (prints `READY <base_url>`):
+
+    python -m tests.support.hostile --data aime.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from tests.support.scripted_policy import Policy, Reply, ScriptedRequest
+from tests.support.scripted_server import ScriptedApp, ScriptedServer, serve
+
+HOSTILE_KEY = "sk-hostile-5e1f"
+HOSTILE_MODEL = "[/]evil[bold]\x1b[31mmodel"
+NOISE = "lone \ud800 NUL \x00 markup [/][red]x[/red] escape \x1b[2J\x1b]0;title\x07 bytes @@BAD@@ end"
+THINK_NOISE = "thinking \udfff [/] \x1b[31m"
+
+
+def hostile(policy: Policy) -> Callable[[ScriptedRequest], Reply]:
+    """`policy`'s replies with `NOISE` before the content and `THINK_NOISE` as thinking (the
+    answer the policy gives stays what a task extracts)."""
+
+    def answer(req: ScriptedRequest) -> Reply:
+        reply = policy(req)
+        if isinstance(reply, str):
+            reply = Reply(content=reply)
+        content = f"{NOISE}\n{reply.content or ''}"
+        thinking = f"{THINK_NOISE} {reply.reasoning_content or ''}"
+        return Reply(content=content, reasoning_content=thinking, finish_reason=reply.finish_reason)
+
+    return answer
+
+
+def first_legal_move(req: ScriptedRequest) -> Reply:
+    """A game player: the first legal action the prompt lists (the game's own text)."""
+    prompt = str(req.messages[-1].get("content") or "")
+    found = re.findall(r"^LEGAL ACTIONS:\n(.*)\.$", prompt, re.MULTILINE)
+    if not found:
+        return Reply(content="I cannot tell.")
+    return Reply(content=f"<answer>{found[-1].split(', ')[0]}</answer>")
+
+
+class HostileApp(ScriptedApp):
+    """A `ScriptedApp` that checks the key, can fail every chat call, and sends bad bytes."""
+
+    def __init__(self, policy: Policy, *, key: str = HOSTILE_KEY, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
+        self.key = key
+        self.failing: int | None = None  # an HTTP status every chat call fails with
+        self.auth_seen: list[str] = []
+        self.rejected = 0  # requests refused for their key
+        self.failed = 0  # chat calls failed on purpose (`failing`)
+
+    def _denied(self, request: web.Request) -> web.Response | None:
+        auth = request.headers.get("Authorization", "")
+        self.auth_seen.append(auth)
+        if auth == f"Bearer {self.key}":
+            return None
+        self.rejected += 1
+        body = {
+            "error": {"message": "Incorrect API key provided.", "type": "invalid_request_error", "code": 401}
+        }
+        return web.json_response(body, status=401)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return self._denied(request) or await super().models(request)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        denied = self._denied(request)
+        if denied is not None:
+            return denied
+        if self.failing:
+            self.failed += 1
+            error = {"message": "Injected failure.", "type": "InternalServerError", "code": self.failing}
+            return web.json_response({"error": error}, status=self.failing)
+        resp = await super().chat(request)
+        body = getattr(resp, "body", None)
+        if isinstance(body, bytes) and b"@@BAD@@" in body:
+            return web.Response(
+                body=body.replace(b"@@BAD@@", b"\xff\xfe"),
+                status=resp.status,
+                content_type="application/json",
+            )
+        return resp
+
+
+def hostile_server(policy: Policy, **kwargs: Any) -> ScriptedServer:
+    """A started `ScriptedServer` running a `HostileApp` (stop it, or use it as a context)."""
+    srv = ScriptedServer(policy)
+    srv.app = HostileApp(hostile(policy), model=HOSTILE_MODEL, **kwargs)
+    return srv.start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from pathlib import Path
+
+    from tests.support.datasets import write_aime_set
+
+    p = argparse.ArgumentParser(description="A hostile scripted endpoint (see the module docstring).")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--data", default=None, help="write a 20-problem AIME-like set here and answer it")
+    p.add_argument("--games", action="store_true", help="answer game prompts with the first legal move")
+    p.add_argument("--failing", type=int, default=None, help="fail every chat call with this status")
+    p.add_argument("--latency", type=float, default=0.0)
+    args = p.parse_args(argv)
+    policy: Policy = first_legal_move
+    if args.data:
+        policy = write_aime_set(Path(args.data), n=20).policy
+    app = HostileApp(hostile(policy), model=HOSTILE_MODEL, latency=args.latency)
+    app.failing = args.failing
+
+    async def run() -> None:
+        runner, port = await serve(app, "127.0.0.1", args.port)
+        print(f"READY http://127.0.0.1:{port}/v1 key={HOSTILE_KEY}", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Acceptance (issue 10): the CLI against a hostile endpoint, as a user runs it (subprocesses).
+
+The endpoint (`tests.support.hostile`) checks the API key, serves a model whose name is Rich
+markup with an escape code, and sends replies holding lone surrogates, NUL, markup, escape codes
+and bytes that are not UTF-8. For `mas` with every system and for `games` with an LLM agent:
+
+  1. every call failing: exit 3, a summary, no traceback; the samples are errors, not wrong;
+  2. the endpoint healed, the same command is SIGKILLed part-way, then run again: exit 0, every
+     sample exactly once and right, and no call whose reply was committed is sent again;
+  3. a last rerun in human mode: it says what it resumed, shows the model name literally,
+     sends nothing, and writes no escape code to the terminal; the key is in no file.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import CliResult, cli_env, mas_args, run_cli, start_cli
+from tests.support.datasets import write_aime_set
+from tests.support.hostile import HOSTILE_KEY, HOSTILE_MODEL, first_legal_move, hostile_server
+
+N = 6
+ENV = cli_env(OPENAI_API_KEY=HOSTILE_KEY)
+SHOWN_MODEL = "[/]evil[bold]\\x1b[31mmodel"  # the escape code is shown, never sent
+
+
+def clean_exit(res: CliResult, code: int) -> None:
+    """The exit code, no traceback, and no escape code from the endpoint's text on the terminal."""
+    assert res.returncode == code, res.describe()
+    assert "Traceback" not in res.stderr + res.stdout, res.describe()
+    assert "\x1b" not in res.stdout + res.stderr, res.describe()
+
+
+def run_lines(run_dir: Path) -> list[dict]:
+    raw = (run_dir / "samples.jsonl").read_bytes()
+    assert raw == b"" or raw.endswith(b"\n"), "a torn trailing line"
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+
+
+def committed_calls(run_dir: Path) -> int:
+    db = sqlite3.connect(f"file:{run_dir / 'calls.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+    finally:
+        db.close()
+
+
+def kill_part_way(args: list[str], output: Path, ok_lines: int, timeout: float = 90) -> Path:
+    """Start the command, SIGKILL it once `ok_lines` units finished without error; the run folder."""
+    proc = start_cli(args, env=ENV)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            found = list(output.glob("*/samples.jsonl"))
+            if found:
+                text = found[0].read_text(errors="replace")
+                if text.count('"error": null') >= ok_lines:
+                    return found[0].parent
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        raise AssertionError("the run never got far enough to be killed part-way")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+        time.sleep(0.3)  # the server logs the calls the kill cut off
+
+
+def key_written_nowhere(run_dir: Path) -> None:
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert HOSTILE_KEY.encode() not in path.read_bytes(), path.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system", ["single", "mad", "autogen", "debate", "vote"])
+def test_mas_against_a_hostile_endpoint(tmp_path, system):
+    data = write_aime_set(tmp_path / "aime.jsonl", n=N, wrong=(2,))
+    srv = hostile_server(data.policy, latency=0.25)
+    output = tmp_path / "runs"
+    args = mas_args(
+        model=HOSTILE_MODEL, base_urls=[srv.base_url], output=output, data_files=data.path, system=system
+    )
+    args += ["--concurrency", "2", "--max-attempts", "1"]
+    try:
+        # 1. Every call fails: errors (not wrong answers), exit 3.
+        srv.app.failing = 500
+        res = run_cli(args, env=ENV)
+        clean_exit(res, 3)
+        s = res.summary
+        assert (s["n"], s["errors"], s["accuracy"], s["calls_sent"]) == (N, N, None, 0)
+        assert srv.app.failed > 0 and srv.stats()["ok"] == 0
+
+        # 2. Healed; killed part-way; the same command finishes the run.
+        srv.app.failing = None
+        run_dir = kill_part_way(args, output, ok_lines=1)
+        first = run_lines(run_dir)
+        finished = {r["key"] for r in first if not r["error"]}
+        assert 1 <= len(finished) < N
+        committed, ok_first = committed_calls(run_dir), srv.stats()["ok"]
+        res = run_cli(args, env=ENV, timeout=240)
+        clean_exit(res, 0)
+        s = res.summary
+        assert (s["n"], s["errors"]) == (N, 0) and s["accuracy"] == pytest.approx(data.accuracy())
+        assert s["calls_sent"] == srv.stats()["ok"] - ok_first  # counted as the server saw them
+        final = run_lines(run_dir)
+        assert final[: len(first)] == first  # earlier lines kept as written
+        ok_keys = [r["key"] for r in final if not r["error"]]
+        assert sorted(ok_keys) == sorted(f"{i}#0" for i in range(N))  # every sample exactly once
+        # A reply answered twice is only one the kill kept from being committed.
+        twice = [k for k, n in srv.ok_bodies().items() if n > 1]
+        assert len(twice) == ok_first - committed and max(srv.ok_bodies().values()) <= 2
+        # Bad text stored cleaned (in the content, or the thinking when a reply's style puts it there).
+        texts = [t["thinking"] + t["content"] for r in final for t in r["transcript"] if "content" in t]
+        assert texts and all("lone \ufffd NUL \x00" in t and "bytes \ufffd\ufffd end" in t for t in texts)
+        assert all("thinking \ufffd [/]" in t for t in texts)
+
+        # 3. Human mode rerun: resumed, nothing sent, names shown literally.
+        human = [a for a in args if a != "--json"]
+        sent = srv.stats()["calls"]
+        res = run_cli(human, env=ENV)
+        clean_exit(res, 0)
+        assert f"resuming: {N} of {N} samples done, 0 to run" in res.stderr
+        assert SHOWN_MODEL in res.stdout and srv.stats()["calls"] == sent
+    finally:
+        srv.stop()
+    # The key was sent on every request and written nowhere.
+    assert srv.app.rejected == 0 and set(srv.app.auth_seen) == {f"Bearer {HOSTILE_KEY}"}
+    key_written_nowhere(run_dir)
+
+
+@pytest.mark.slow
+def test_games_llm_agent_against_a_hostile_endpoint(tmp_path):
+    srv = hostile_server(first_legal_move, latency=0.1)
+    output = tmp_path / "runs"
+    args = ["games", "--model", HOSTILE_MODEL, "--base-url", srv.base_url, "--output", str(output)]
+    args += ["--games", "tic_tac_toe,kuhn_poker", "--opponents", "random", "--episodes", "3"]
+    args += ["--concurrency", "2", "--json"]
+    episodes = 2 * 2 * 3  # games x seats x episodes
+    try:
+        srv.app.failing = 400  # not retried: every episode errors at its first move
+        res = run_cli(args, env=ENV)
+        clean_exit(res, 3)
+        assert res.summary["errors"] == episodes and srv.stats()["ok"] == 0
+
+        srv.app.failing = None
+        run_dir = kill_part_way(args, output, ok_lines=2)
+        first = run_lines(run_dir)
+        committed, ok_first = committed_calls(run_dir), srv.stats()["ok"]
+        assert 2 <= sum(not r["error"] for r in first) < episodes
+        res = run_cli(args, env=ENV, timeout=240)
+        clean_exit(res, 0)
+        assert res.summary["errors"] == 0
+        rows = res.summary["results"]
+        assert sum(r["episodes"] for r in rows) == episodes and all(r["invalid_rate"] == 0 for r in rows)
+        final = run_lines(run_dir)
+        ok_keys = [r["key"] for r in final if not r["error"]]
+        assert len(ok_keys) == len(set(ok_keys)) == episodes
+        twice = [k for k, n in srv.ok_bodies().items() if n > 1]
+        assert len(twice) == ok_first - committed and max(srv.ok_bodies().values()) <= 2
+
+        human = [a for a in args if a != "--json"]
+        sent = srv.stats()["calls"]
+        res = run_cli(human, env=ENV)
+        clean_exit(res, 0)
+        assert SHOWN_MODEL in res.stdout and srv.stats()["calls"] == sent
+    finally:
+        srv.stop()
+    assert srv.app.rejected == 0 and set(srv.app.auth_seen) == {f"Bearer {HOSTILE_KEY}"}
+    key_written_nowhere(run_dir)
+
+
+# --- what is printed when nothing could be scored (fast, in-process) ---------------------------
+
+
+def test_no_scored_sample_means_no_accuracy_not_zero() -> None:
+    """A run whose every sample errored printed "accuracy 0.00% ± 0.00%"; it has no accuracy."""
+    import io
+
+    from rich.console import Console
+
+    from mars_eval.metrics import accuracy_metrics
+    from mars_eval.report import print_summary_table
+
+    errored = [{"problem_id": p, "sample": k, "error": "model access: 500"} for p in "ab" for k in (0, 1)]
+    m = accuracy_metrics(errored, samples=2)
+    assert (m["accuracy"], m["stderr"], m["pass@2"], m["majority@2"], m["n_scored"]) == (
+        None,
+        None,
+        None,
+        None,
+        0,
+    )
+    summary = {
+        "system": "mad", "task": "aime24", "model": "m", "n": 2, "samples": 2, **m,
+        "errors": 4, "error_kinds": {"model access": 4}, "llm_calls_per_sample": 0.0,
+        "prompt_tokens": 0, "completion_tokens": 0, "wall_seconds": 1.0, "run_dir": "/tmp/r",
+    }  # fmt: skip
+    out = io.StringIO()
+    print_summary_table(summary, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "- (no sample scored)" in text and "0.00%" not in text and "pass@2" not in text
+
+
+def test_games_rows_without_episodes_show_no_figures_and_partner_rows_their_seat() -> None:
+    import io
+
+    from rich.console import Console
+
+    from mars_eval.games.runner import print_results
+
+    def row(game: str, opponent: str, seat: str, n: int, coop: bool) -> dict:
+        base = {"game": game, "opponent": opponent, "seat": seat, "cooperative": coop, "episodes": n}
+        base |= {"mean_return": 0.0, "normalized_return": 0.0, "invalid_rate": 0.0}
+        if coop:
+            stats = ("score_std", "score_min", "score_median", "score_max", "perfect_rate", "zero_rate")
+            return base | dict.fromkeys(stats, 1.0 if n else None)
+        return base | {"win_rate": 0.0, "draw_rate": 0.0, "loss_rate": 0.0}
+
+    rows = [
+        row("tic_tac_toe", "random", "first", 0, False),
+        row("mini_hanabi", "random", "first", 2, True),
+        row("mini_hanabi", "random", "second", 0, True),
+    ]
+    summary = {
+        "agent": None,
+        "model": "m",
+        "results": rows,
+        "normalization": "n",
+        "errors": 3,
+        "run_dir": "/r",
+    }
+    out = io.StringIO()
+    print_results(summary, Console(file=out, width=300))
+    lines = out.getvalue().splitlines()
+    ttt = next(ln for ln in lines if ln.lstrip().startswith("tic_tac_toe"))
+    assert "+0.000" not in ttt and "0.0" not in ttt.split()[4:] and ttt.split()[3:5] == ["0", "-"]
+    hanabi = [ln.split() for ln in lines if ln.lstrip().startswith("mini_hanabi")]
+    assert [h[:4] for h in hanabi] == [
+        ["mini_hanabi", "random", "first", "2"],
+        ["mini_hanabi", "random", "second", "0"],
+    ]
+    assert set(hanabi[1][4:]) == {"-"}
