@@ -273,7 +273,7 @@ def games(
     validate.check_sampling(temperature=temperature, max_tokens=max_tokens)
     from mars_eval.rundirs import expand_models
 
-    models = expand_models(model)
+    models = expand_models(model, served=bool(base_url))
     for one in models or [None]:
         validate.check_model_and_output(base_url, one if agent is None else None, output)
     code = games_command(

@@ -43,7 +43,14 @@ def _env() -> jinja2.Environment:
     env.filters["num"] = lambda x, d=2: "–" if x is None else f"{x:.{d}f}"
     env.filters["pval"] = lambda p: "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+    env.filters["fields"] = _fields
     return env
+
+
+def _fields(data: dict[str, Any]) -> str:
+    """An event's fields one per line, each value as compact JSON ("answers: ["19", "19"]"):
+    a vote or a verdict reads at a glance instead of as a tall indented block."""
+    return "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False, default=str)}" for k, v in data.items())
 
 
 def named_order(dirs: list[str]) -> list[str]:
@@ -190,8 +197,12 @@ class Report:
         stepped = [r for r in self.games if r["step"] is not None]
         if len({r["step"] for r in stepped}) >= 2:
             lines: dict[str, list] = {}
+            roots = {report_data.training_run_of(r["model"]) for r in stepped}
             for r in stepped:
-                lines.setdefault(f"{r['game']} · {r['opponent']} · {r['seat']}", []).append(
+                name = f"{r['game']} · {r['opponent']} · {r['seat']}"
+                if len(roots) > 1:  # checkpoints of several training runs: one line each
+                    name += f" · {report_data.training_run_of(r['model'])}"
+                lines.setdefault(name, []).append(
                     (r["step"], r["normalized_return"], r["norm_low"], r["norm_high"])
                 )
             data["curve"] = plots.curves(lines, "training step", "normalized return (95% interval)")

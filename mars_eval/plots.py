@@ -40,18 +40,25 @@ def bar_chart(
     title: str = "",
     ymax: float | None = 100.0,
 ) -> str:
-    """Grouped bars (one group per label in `groups`, one bar per series) with error bars."""
+    """Grouped bars (one group per label in `groups`, one bar per series) with error bars.
+
+    A group holds only the series that have a value there, centred (a model not run on a task
+    leaves no gap); each series keeps its colour and legend entry across groups.
+    """
+    names = list(series)
+    xs_of, width = bar_positions(len(groups), series)
+    most = round(0.8 / width)
     with plt.rc_context(STYLE):
-        width_in = max(4.0, 1.2 * len(groups) * max(1, len(series)) * 0.6 + 2)
+        # Wider with more bars, up to what a page shows at full size (text stays legible).
+        width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
         fig, ax = plt.subplots(figsize=(width_in, 3.2))
-        width = 0.8 / max(1, len(series))
-        for i, (name, values) in enumerate(series.items()):
+        for name in names:
             xs, ys, err_lo, err_hi = [], [], [], []
-            for g, v in enumerate(values):
+            for g, v in enumerate(series[name]):
                 if v is None:
                     continue
                 lo, hi = lows[name][g], highs[name][g]
-                xs.append(g - 0.4 + width * (i + 0.5))
+                xs.append(xs_of[name][g])
                 ys.append(v)
                 err_lo.append(max(0.0, v - lo) if lo is not None else 0.0)
                 err_hi.append(max(0.0, hi - v) if hi is not None else 0.0)
@@ -65,6 +72,24 @@ def bar_chart(
         if len(series) > 1:
             ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig)
+
+
+def bar_positions(
+    n_groups: int, series: dict[str, Sequence[float | None]]
+) -> tuple[dict[str, list[float | None]], float]:
+    """Each series' bar centre per group (None where it has no value) and the bar width: the
+    bars present in a group sit side by side, centred on the group's tick."""
+    present = [[n for n in series if series[n][g] is not None] for g in range(n_groups)]
+    width = 0.8 / max([1, *(len(p) for p in present)])
+    xs: dict[str, list[float | None]] = {}
+    for name in series:
+        xs[name] = [
+            g - width * len(present[g]) / 2 + width * (present[g].index(name) + 0.5)
+            if name in present[g]
+            else None
+            for g in range(n_groups)
+        ]
+    return xs, width
 
 
 def _tick_layout(labels: Sequence[str], width_in: float) -> dict[str, object]:

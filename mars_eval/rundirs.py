@@ -136,9 +136,13 @@ def find_runs(*roots: str | Path) -> list[RunDir]:
     return sorted(runs.values(), key=lambda r: str(r.path))
 
 
-def expand_models(values: list[str] | None) -> list[str]:
+def expand_models(values: list[str] | None, served: bool = False) -> list[str]:
     """--model values with glob patterns expanded (a quoted 'DIR/checkpoints/step-*' gives every
-    checkpoint, by training step); plain values are kept as given, duplicates dropped."""
+    checkpoint, by training step); plain values are kept as given, duplicates dropped.
+
+    With `served` (an endpoint was given) a value that matches no folder is a served model's
+    name, kept as given: names may hold "[" or "*" (e.g. "[/]x"), which are not patterns there.
+    """
     import glob
 
     out: list[str] = []
@@ -147,6 +151,9 @@ def expand_models(values: list[str] | None) -> list[str]:
             out.append(value)
             continue
         found = [p for p in glob.glob(value) if Path(p).is_dir()]
+        if not found and served:
+            out.append(value)
+            continue
         if not found:
             raise ConfigError(f"--model {value!r} matches no folder")
         steps = {p: checkpoint_step(p) for p in found}

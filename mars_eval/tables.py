@@ -48,15 +48,14 @@ def per_problem_scores(records: list[dict[str, Any]]) -> dict[str, list[float]]:
 def interval(scores: dict[str, list[float]]) -> tuple[float | None, float | None, float | None]:
     """(accuracy, low, high) with a 95% interval; Nones when nothing was scored.
 
-    One sample per problem: the Wilson interval of the rate (the t interval of 0/1 values
-    collapses to a point at 0% and 100%). Several: the clustered interval (problems as clusters).
+    The same interval as the run's own summary (`metrics.accuracy_metrics`): `stats.cluster_ci`
+    over the per-problem means, a problem's K samples one cluster (Wilson over the problems when
+    every problem is all right or all wrong), so a cell reads the same in `mas --json`,
+    summary.json, the suite's table and the report.
     """
     if not scores:
         return None, None, None
-    if all(len(v) == 1 for v in scores.values()):
-        ci = stats.wilson(int(sum(v[0] for v in scores.values())), len(scores))
-    else:
-        ci = stats.cluster_ci(list(scores.values()))
+    ci = stats.cluster_ci(list(scores.values()))
     return ci.estimate, ci.low, ci.high
 
 
@@ -97,12 +96,12 @@ def ordered(values: list[str], first: list[str] | None = None) -> list[str]:
 
 
 def model_order(cells: list[MasCell], named: list[str] | None = None) -> list[str]:
-    """Models as named; else checkpoints by training step, then the rest by name."""
-    models = list({c.model for c in cells})
-    if named:
-        return ordered(models, named)
+    """The models named first (in that order); the others checkpoints by training step (step-50
+    before step-100), then the rest by name."""
     steps = {c.model: c.step for c in cells}
-    return sorted(models, key=lambda m: (steps[m] is None, steps[m] or 0, m))
+    first = [m for m in dict.fromkeys(named or []) if m in steps]
+    rest = sorted(set(steps) - set(first), key=lambda m: (steps[m] is None, steps[m] or 0, m))
+    return first + rest
 
 
 @dataclass

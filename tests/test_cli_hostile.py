@@ -156,6 +156,7 @@ def test_games_llm_agent_against_a_hostile_endpoint(tmp_path):
         res = run_cli(args, env=ENV, timeout=240)
         clean_exit(res, 0)
         assert res.summary["errors"] == 0
+        assert res.summary["calls_sent"] == srv.stats()["ok"] - ok_first
         rows = res.summary["results"]
         assert sum(r["episodes"] for r in rows) == episodes and all(r["invalid_rate"] == 0 for r in rows)
         final = run_lines(run_dir)
@@ -168,6 +169,7 @@ def test_games_llm_agent_against_a_hostile_endpoint(tmp_path):
         sent = srv.stats()["calls"]
         res = run_cli(human, env=ENV)
         clean_exit(res, 0)
+        assert f"resuming: {episodes} of {episodes} episodes done, 0 to run" in res.stderr
         assert SHOWN_MODEL in res.stdout and srv.stats()["calls"] == sent
     finally:
         srv.stop()
@@ -246,3 +248,64 @@ def test_games_rows_without_episodes_show_no_figures_and_partner_rows_their_seat
         ["mini_hanabi", "random", "second", "0"],
     ]
     assert set(hanabi[1][4:]) == {"-"}
+
+
+def test_a_served_model_name_with_glob_characters_is_a_name(tmp_path) -> None:
+    """`games`/`suite` expand --model globs (checkpoint series); with --base-url a name such as
+    "[/]evil" matched no folder and the command stopped with "matches no folder"."""
+    from mars_eval.models.base import ConfigError
+    from mars_eval.rundirs import expand_models
+
+    assert expand_models([HOSTILE_MODEL, "zz-none-*"], served=True) == [HOSTILE_MODEL, "zz-none-*"]
+    (tmp_path / "step-1").mkdir()
+    assert expand_models([str(tmp_path / "step-*")], served=True) == [str(tmp_path / "step-1")]
+    with pytest.raises(ConfigError, match="matches no folder"):
+        expand_models([HOSTILE_MODEL])
+
+
+@pytest.mark.parametrize("key", [None, "sk-wrong"])
+def test_a_refused_key_is_one_line_exit_2_before_any_work(tmp_path, key) -> None:
+    data = write_aime_set(tmp_path / "aime.jsonl", n=2)
+    srv = hostile_server(data.policy)
+    env = cli_env(OPENAI_API_KEY=key) if key else {k: v for k, v in ENV.items() if k != "OPENAI_API_KEY"}
+    output = tmp_path / "runs"
+    try:
+        mas = mas_args(model=HOSTILE_MODEL, base_urls=[srv.base_url], output=output, data_files=data.path)
+        games = ["games", "--model", HOSTILE_MODEL, "--base-url", srv.base_url, "--output", str(output)]
+        for args in (mas, [*games, "--games", "tic_tac_toe", "--episodes", "1"]):
+            res = run_cli(args, env=env)
+            clean_exit(res, 2)
+            assert res.stderr.count("\n") == 1 and "refused the API key (HTTP 401" in res.stderr
+            assert "set OPENAI_API_KEY" in res.stderr and ("(it is not set)" in res.stderr) == (key is None)
+            assert "sk-wrong" not in res.stderr
+    finally:
+        srv.stop()
+    assert srv.stats()["calls"] == 0 and not output.exists()  # no chat call, no run folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["mas", "games"])
+def test_identical_commands_started_together_send_every_call_once(tmp_path, command) -> None:
+    data = write_aime_set(tmp_path / "aime.jsonl", n=4)
+    srv = hostile_server(data.policy if command == "mas" else first_legal_move, latency=0.2)
+    output = tmp_path / "runs"
+    if command == "mas":
+        args = mas_args(
+            model=HOSTILE_MODEL, base_urls=[srv.base_url], output=output, data_files=data.path, system="mad"
+        )
+    else:
+        args = ["games", "--model", HOSTILE_MODEL, "--base-url", srv.base_url, "--output", str(output)]
+        args += ["--games", "tic_tac_toe", "--opponents", "random", "--episodes", "2", "--json"]
+    try:
+        procs = [start_cli(args, env=ENV) for _ in range(2)]
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        srv.stop()
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = next(i for i, p in enumerate(procs) if p.returncode == 2)
+    err = outs[loser][1]
+    assert err.count("\n") == 1 and f"in use by process {procs[1 - loser].pid}" in err
+    winner = json.loads(outs[1 - loser][0].strip().splitlines()[-1])
+    assert winner["errors"] == 0 and winner["calls_sent"] == srv.stats()["ok"] > 0
+    assert max(srv.ok_bodies().values()) == 1  # nothing sent twice

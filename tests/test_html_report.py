@@ -272,3 +272,25 @@ def test_long_bar_labels_slant_instead_of_overlapping():
     assert _tick_layout(["single\naime24", "mad\naime24"], 5.0)["rotation"] == 0
     long = [f"tic_tac_toe · mcts1000 · {s}" for s in ("first", "second", "first", "second")]
     assert _tick_layout(long, 5.0)["rotation"] > 0
+
+
+def test_unnamed_checkpoints_follow_the_named_models_by_step():
+    from mars_eval.rundirs import RunDir, checkpoint_step
+    from mars_eval.tables import MasCell, model_order
+
+    run = RunDir(Path("."), "mas")
+    names = ["r/checkpoints/step-100", "zeta", "r/checkpoints/step-50", "base", "r/checkpoints/step-0"]
+    cells = [MasCell(m, "single", "arith", 0.5, 0.1, 0.9, 2, 1, 0, run, checkpoint_step(m)) for m in names]
+    steps = ["r/checkpoints/step-0", "r/checkpoints/step-50", "r/checkpoints/step-100"]
+    assert model_order(cells, ["base"]) == ["base", *steps, "zeta"]
+    assert model_order(cells) == [*steps, "base", "zeta"]
+
+
+def test_bars_of_a_group_are_centred_without_gaps():
+    """A model not run on a task leaves no hole: the group's bars are centred on its tick."""
+    from mars_eval.plots import bar_positions
+
+    xs, width = bar_positions(2, {"a": [50.0, 40.0], "b": [60.0, None], "c": [70.0, None]})
+    assert width == pytest.approx(0.8 / 3)
+    assert xs["a"][0] == pytest.approx(-width) and xs["c"][0] == pytest.approx(width)
+    assert xs["a"][1] == pytest.approx(1.0) and xs["b"][1] is None and xs["c"][1] is None

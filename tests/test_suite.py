@@ -94,8 +94,10 @@ def test_suite_two_endpoints_exact_cells(two_endpoints, tmp_path):
         row = got[key]
         assert row["accuracy"] == pytest.approx(acc), key
         assert row["n"] == N and row["samples"] == 1 and row["errors"] == 0
-        # Wilson 95% (one sample per problem): strictly inside for 1..3 of 4, [0.51, 1] for 4/4.
+        # The run's own interval (summary.json): strictly inside for 1..3 of 4, [0.51, 1] for 4/4.
         assert row["ci_low"] < acc < row["ci_high"] if 0 < acc < 1 else row["ci_low"] < acc == row["ci_high"]
+        own = json.loads((Path(row["run_dir"]) / "summary.json").read_text())
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((own["ci_low"], own["ci_high"]))
         assert Path(row["run_dir"]).parent == out and (Path(row["run_dir"]) / "summary.json").is_file()
         assert Path(row["run_dir"]).name.startswith(f"{key[2]}-{key[1]}-{key[0]}-")
     # Routing: each endpoint saw only its own model, and every call (single: 1, mad: 3 per sample).
@@ -297,3 +299,41 @@ def test_in_process_checkpoint_series_from_a_glob(tmp_path):
     runs = res.summary["runs"]
     assert [Path(r["model"]).name for r in runs] == ["step-0", "step-5"]
     assert all(r["n"] == 2 and r["errors"] == 0 and 0 <= r["ci_low"] <= r["ci_high"] <= 1 for r in runs)
+
+
+def test_multiple_choice_k_samples_and_report(scripted_server, tmp_path):
+    """GPQA-like data (options shuffled per question), K = 2 samples, single and Du-style debate,
+    each model on its own endpoint: exact avg@K per cell, and the report shows the letter spread."""
+    from tests.support.datasets import write_gpqa_set
+
+    n = 6
+    sets = {
+        m: write_gpqa_set(tmp_path / f"gpqa-{m}.jsonl", n=n, wrong=w) for m, w in (("a", {0}), ("b", {1, 2}))
+    }
+    data = sets["a"].path  # both files hold the same questions; only the scripted picks differ
+    servers = {m: scripted_server(s.policy, model=f"model-{m}", latency=0.01) for m, s in sets.items()}
+    args = ["suite", "--model", "model-a", "--model", "model-b", "--system", "single", "--system", "debate"]
+    args += [
+        "--task",
+        "gpqa",
+        "--data-files",
+        f"gpqa={data}",
+        "--samples",
+        "2",
+        "--output",
+        str(tmp_path / "runs"),
+    ]
+    res = run_cli([*args, "--base-url", servers["a"].base_url, "--base-url", servers["b"].base_url, "--json"])
+    assert res.returncode == 0, res.describe()
+    got = {(r["model"], r["system"]): r for r in res.summary["runs"]}
+    for (model, system), row in got.items():
+        assert row["task"] == "gpqa-diamond" and row["samples"] == 2 and row["n"] == n, row
+        want = sets[model[-1]].accuracy()
+        assert row["accuracy"] == pytest.approx(want), (model, system)
+    assert set(got) == {(m, s) for m in ("model-a", "model-b") for s in ("single", "debate")}
+    md = run_cli(["report", str(tmp_path / "runs"), "--format", "md"])
+    assert md.returncode == 0, md.describe()
+    text = (tmp_path / "runs" / "report.md").read_text()
+    # 12 scored samples per cell; every answer is a letter, so "none" is 0.
+    assert "| gpqa-diamond | single | model-a | 12 | 0 | 0 | 0 | 0 | A:" in text and "none:0 |" in text
+    assert "| gpqa-diamond | debate | model-b | " in text and "## Debate dynamics" in text

@@ -84,7 +84,13 @@ class TrainConfig:
     loss_agg: str = "trajectory"  # token mean per "trajectory" (reference) or per "turn", then mean
     kl_coef: float = 0.2  # k3 KL to the frozen reference; 0 disables (and skips the reference)
     kl_clamp: float = 10.0  # k3 clamped to [-c, c] as the reference; 0: no clamp
-    recompute_logprobs: bool = False  # recompute behaviour log-probs with the trainer (vLLM mismatch)
+    # recompute behaviour log-probs with the trainer before the update (reference: the training
+    # model recomputes "old_log_probs"); false: the engine's scoring pass (transformers engine)
+    recompute_logprobs: bool = True
+    # temperature of every log-prob the loss uses (behaviour, policy, reference model): the
+    # reference takes log_softmax of the raw logits (1) whatever the sampling temperature;
+    # setting it to `temperature` gives log_softmax(logits / T) (this trainer before)
+    logprob_temperature: float = 1.0
     # --- sampling ---
     temperature: float = 0.6
     top_p: float = 0.99
@@ -169,6 +175,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_temperature=0.6,
         eval_max_tokens=4096,
         recompute_logprobs=True,
+        logprob_temperature=1.0,
     ),
     # 2 CPU cores, about 10 minutes: a small model from scratch that learns tic-tac-toe.
     # Self-play on tic-tac-toe with a share of episodes against a random opponent (documented
@@ -208,6 +215,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         forfeit_tokens=0,
         sequence_length=0,
         kl_coef=0.05,  # an anchor to the warm-started policy: an all-invalid batch still has a gradient
+        recompute_logprobs=False,  # the engine shares the policy: its scores are the same numbers
         temperature=1.0,
         top_p=1.0,
         top_k=0,
@@ -250,6 +258,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         ppo_epochs=1,
         micro_batch_size=16,
         kl_coef=0.1,
+        recompute_logprobs=False,
         temperature=1.0,
         top_p=1.0,
         top_k=0,
@@ -410,8 +419,13 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         raise ConfigError(f"mix_fraction must be in [0, 1] (got {cfg.mix_fraction})")
     if not 0.0 < cfg.gamma <= 1.0:
         raise ConfigError(f"gamma must be in (0, 1] (got {cfg.gamma})")
-    if cfg.clip_eps <= 0 or cfg.kl_coef < 0 or cfg.lr <= 0 or cfg.temperature <= 0:
-        raise ConfigError("clip_eps, lr and temperature must be > 0 and kl_coef >= 0")
+    if min(cfg.clip_eps, cfg.lr, cfg.temperature, cfg.logprob_temperature) <= 0 or cfg.kl_coef < 0:
+        raise ConfigError("clip_eps, lr, temperature and logprob_temperature must be > 0 and kl_coef >= 0")
+    if not cfg.recompute_logprobs and cfg.logprob_temperature != cfg.temperature:
+        raise ConfigError(
+            f"recompute_logprobs=false needs logprob_temperature=temperature (the engine scores at "
+            f"{cfg.temperature}, the loss at {cfg.logprob_temperature}); set recompute_logprobs=true"
+        )
     if cfg.length_penalty_end <= cfg.length_penalty_start:
         raise ConfigError("length_penalty_end must be above length_penalty_start")
     if cfg.engine == "vllm" and cfg.device == "cpu":

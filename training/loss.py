@@ -8,7 +8,9 @@ moves, earlier turns) and padding are 0.
 
 For a masked-in token t with advantage A_t (see training/advantages.py):
 
-    log pi(a_t)   = log_softmax(logits_t / T)[a_t]              T = sampling temperature
+    log pi(a_t)   = log_softmax(logits_t / T)[a_t]              T = logprob_temperature: 1 as the
+                                                                    reference (raw logits), whatever
+                                                                    the sampling temperature
     rho_t         = exp(log pi_theta(a_t) - log pi_old(a_t))       pi_old: behaviour policy
     J_t           = min(rho_t * A_t, clip(rho_t, 1 - eps, 1 + eps) * A_t)
     dual clip     : if A_t < 0:  J_t = max(J_t, c * A_t)           c = 1 + 2 * eps = 1.4 in the

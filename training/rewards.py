@@ -16,9 +16,10 @@ end of the episode):
                                      poker envs do not)
           + length_penalty(n_t)      n_t = response tokens of the turn
 
-    length_penalty(n) = -max * clamp((n - start) / (end - start), 0, 1)
+    length_penalty(n) = -max * max(0, (n - start) / (end - start))
                         (reference: 0 at 2048 tokens, slope 0.5 / (2048 - 11) per token, so
-                        start 2048, end 4085; replies of 4096+ tokens forfeit anyway)
+                        start 2048, end 4085; not capped, as the reference: -0.5027 at 4096
+                        tokens, where the reply also forfeits)
 
 Payoffs after a forfeit (`forfeit`), what R_p(end) is for each player:
 
@@ -57,7 +58,7 @@ class RewardShaping:
 
     def length_penalty(self, n_tokens: int) -> float:
         frac = (n_tokens - self.length_penalty_start) / (self.length_penalty_end - self.length_penalty_start)
-        return -self.length_penalty_max * min(1.0, max(0.0, frac))
+        return -self.length_penalty_max * max(0.0, frac)
 
     def action_shaping(self, valid: bool, n_tokens: int) -> float:
         """The part of a turn's reward known when the action is taken."""

@@ -61,6 +61,17 @@ def schedule_length(cfg: TrainConfig) -> int:
     return total_optimizer_steps(cfg) if cfg.schedule_unit == "optimizer" else cfg.steps
 
 
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups as Megatron's default (the reference's optimizer): biases and 1-D parameters
+    (norm weights) get no weight decay, matrices and embeddings get `weight_decay`."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if name.endswith(".bias") or p.ndim == 1 else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
 def lr_factor(step: int, cfg: TrainConfig) -> float:
     """Linear warmup over warmup_steps, then cosine from 1 down to min_lr_ratio (or constant).
 
@@ -195,7 +206,7 @@ class Trainer:
         self.engine = self._make_engine(start_from, dtype)
 
         self.opt = torch.optim.AdamW(
-            self.policy.parameters(), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), weight_decay=cfg.weight_decay
+            param_groups(self.policy, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)
         )
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg))
         if state is not None:
@@ -456,13 +467,13 @@ class Trainer:
             ids, attn, mask = self._tensors(chunk)
             if cfg.recompute_logprobs:
                 with self._policy_ctx():
-                    logp, _ = token_logprobs(self.policy, ids, attn, cfg.temperature)
+                    logp, _ = token_logprobs(self.policy, ids, attn, cfg.logprob_temperature)
                 for t, vals in zip(chunk, gather_response(logp.float().cpu(), mask.cpu()), strict=True):
                     if i * mbs < len(turns):
                         t.extra["engine_logprobs"] = t.behaviour_logprobs
                         t.behaviour_logprobs = vals
             if self.reference is not None:
-                ref, _ = token_logprobs(self.reference, ids, attn, cfg.temperature)
+                ref, _ = token_logprobs(self.reference, ids, attn, cfg.logprob_temperature)
                 for t, vals in zip(chunk, gather_response(ref.float().cpu(), mask.cpu()), strict=True):
                     if i * mbs < len(turns):
                         t.extra["ref_logprobs"] = vals
@@ -498,7 +509,9 @@ class Trainer:
                         ref_rows = [t.extra.get("ref_logprobs", t.behaviour_logprobs) for t in rows]
                         ref = per_token(ref_rows, cpu_mask).to(self.device)
                     with self._policy_ctx():
-                        logp, ent = token_logprobs(self.policy, ids, attn, cfg.temperature, with_entropy=True)
+                        logp, ent = token_logprobs(
+                            self.policy, ids, attn, cfg.logprob_temperature, with_entropy=True
+                        )
                     loss, stats = ppo_loss(
                         logp,
                         old,

@@ -137,7 +137,8 @@ def suite(
         raise ConfigError("give at least one --task")
     from mars_eval.rundirs import expand_models
 
-    models = expand_models(model)  # a quoted 'DIR/checkpoints/step-*' gives the whole series
+    # A quoted 'DIR/checkpoints/step-*' gives the whole series (served names are kept as given).
+    models = expand_models(model, served=bool(base_url))
     if not base_url:
         for m in models:
             validate.check_model_folder(m)

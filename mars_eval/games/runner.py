@@ -188,6 +188,8 @@ def build_config(
         raise ConfigError("--episodes must be at least 1")
     if concurrency is not None and concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
+    if prompt_style is not None and prompt_style not in PROMPT_STYLES:  # with --agent too
+        raise ConfigError(f"unknown prompt style {prompt_style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     chosen = select_games(games, train, held_out)
     cfg = GamesConfig(
         games=chosen,
@@ -348,7 +350,12 @@ async def _run(
 ) -> dict[str, Any]:
     units = plan_units(cfg)
     todo = [u for u in units if not store.done(u.key)]
-    started = time.perf_counter()
+    if len(todo) < len(units):
+        console.print(
+            f"resuming: {len(units) - len(todo)} of {len(units)} episodes done, {len(todo)} to run",
+            markup=False,
+            highlight=False,
+        )
     gate = asyncio.Semaphore(cfg.concurrency)
     errors = invalid = 0
     bar = Progress(
@@ -389,7 +396,9 @@ async def _run(
         "selection": [[r["game"], r["opponent"], r["seat"]] for r in rows],
         "errors": len(failed),
         "calls_sent": client.sent if client is not None else 0,
-        "wall_seconds": round(time.perf_counter() - started, 3),
+        # Over every run of this folder (a resumed run adds its time), and this run's alone.
+        "wall_seconds": round(store.stop_clock(), 3),
+        "wall_seconds_this_run": round(store.wall_seconds() - store.wall_before, 3),
     }
     store.write_summary(summary)
     return summary
@@ -506,7 +515,8 @@ def games_command(*, json_out: bool = False, **options: Any) -> int:
 
     `model` may be a list (a checkpoint series): one run folder per model, run one after the
     other, every config checked before the first runs; --json then prints {"runs": [{"model",
-    "run_dir", "results"}, ...]}.
+    "run_dir", "errors", "calls_sent", "results"}, ...]} (one model: the run's
+    object itself, without "model").
     """
     models = options.pop("model", None)
     several = isinstance(models, list)
@@ -517,12 +527,16 @@ def games_command(*, json_out: bool = False, **options: Any) -> int:
         # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
         print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
         summaries.append(summary)
+    # Errored episodes are left out of the rows: --json says how many (the exit code is 3).
+    brief = ("run_dir", "errors", "calls_sent")
     if json_out and not several:
         summary = summaries[0]
-        print(json.dumps({"run_dir": summary["run_dir"], "results": selected_rows(summary)}), flush=True)
+        out = {**{k: summary.get(k) for k in brief}, "results": selected_rows(summary)}
+        print(json.dumps(out), flush=True)
     elif json_out:
         runs = [
-            {"model": s["model"], "run_dir": s["run_dir"], "results": selected_rows(s)} for s in summaries
+            {"model": s["model"], **{k: s.get(k) for k in brief}, "results": selected_rows(s)}
+            for s in summaries
         ]
         print(json.dumps({"runs": runs}), flush=True)
     return 3 if any(s["errors"] for s in summaries) else 0  # mars_eval.exitcodes.SOME_ERRORED

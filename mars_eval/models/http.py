@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import random
 import re
 import time
@@ -512,6 +513,12 @@ class HTTPClient:
                         return [m["id"] for m in cards]
                     except (ValueError, KeyError, TypeError, AttributeError) as exc:
                         raise ConfigError(f"endpoint {where} returned a malformed model list") from exc
+                if status in (401, 403):  # the key, never quoted: where it comes from
+                    raise ConfigError(
+                        f"endpoint {where} refused the API key (HTTP {status} on GET /models): set "
+                        "OPENAI_API_KEY to the key it expects"
+                        + ("" if os.environ.get("OPENAI_API_KEY") else " (it is not set)")
+                    )
                 if status not in RETRY_STATUS or last:
                     raise ConfigError(f"endpoint {where} answered GET /models with HTTP {status}")
             await asyncio.sleep(0.25 * 2**attempt)

@@ -13,7 +13,9 @@
     "So the answer must be D.", "The correct answer is (B)", "Final Answer: **C**".
     Also "the correct/best option (choice) is C", "Option C is correct", "C is the correct
     answer", "(D) is right", "B is the most plausible." (such a "X is correct" statement ends
-    there or goes on with a connective: "B is the right magnitude but ..." states nothing),
+    there or goes on with a connective such as "because"; "B is the right magnitude ...", "D is
+    correct for a triplet state", "A is correct but incomplete", "B is correct as well" qualify
+    an option and state nothing),
     "I'd go with B", "I choose C", "I stick with B", "I change my answer from B to C" (C),
     "Actually, it's B.", `\\boxed{C}` (also `\\boxed{C) text}`),
     JSON `"answer": "C"`, `<answer>C</answer>`, "答案是 C".
@@ -31,7 +33,9 @@
  8. Without any statement, a final line (or the last sentence of it: "A is wrong, so is B.
     Hence C.") that is only the letter ("C", "(C)", "**C**", "C."), starts with it as an option
     ("C) 4.2 eV", "(C) 4.2 eV"), ends with it in parentheses ("so the best is (C)."), or is
-    "Therefore, C." / "So: C" / "It's D." / "Option D." counts.
+    "Therefore, C." / "So: C" / "It's D." / "Option D." counts. Before that, lines that judge
+    the options one by one ("A) Incorrect ...", "**Option C:** Correct.", "- (D) False") give the
+    one letter judged correct (none, or more than one: no answer).
  9. Letters outside `letters` (e.g. "E" on a four-option task) are never answers; nothing
     found gives None (scored wrong, never guessed).
 """
@@ -88,7 +92,10 @@ _IS_CORRECT = re.compile(  # "C is correct", "(D) is the right answer", "B is th
     r"(?:correct|right|best|accurate|answer|likely|plausible|reasonable|consistent|appropriate)"
     r"(?:\s+(?:answer|option|choice|one|statement|value|result|match))?"
     # then the statement ends, or goes on with a connective: not "B is the right magnitude"
-    r"(?=\s*(?:$|[.,;:!)\]]|(?:because|since|as|given|here|too|indeed|but|and|so|for)\b"
+    # ("D is correct for a triplet state", "A is correct but incomplete", "B is correct as well"
+    # qualify an option while explaining the others: no statement)
+    r"(?=\s*(?:$|[.,;:!)\]]|(?:because|since|as(?!\s+well)|given|here|indeed|and|so)\b"
+    r"|for\s+(?:the\s+|these\s+|this\s+|that\s+)?reasons?\b"
     r"|with\s+(?:all|every|each|both)\b)))",
     re.M,
 )
@@ -139,6 +146,10 @@ _LINE_LETTER = re.compile(
     r"^\W*\(?(?P<a>[A-Z])\)?\W*$|^\W*\((?P<b>[A-Z])\)\s|^\W*(?P<c>[A-Z])\)\s|\((?P<d>[A-Z])\)[\s.!]*$"
     r"|^(?i:so|thus|therefore|hence|final(?:ly)?|overall|it'?s|it\s+is)\b[\s,:]+(?:(?i:it'?s|it\s+is)\s+)?"
     r"(?:(?i:option|choice)\s+)?\(?(?P<e>[A-Z])\)?[\s.!]*$|^(?i:option|choice)\s+\(?(?P<f>[A-Z])\)?[\s.!]*$"
+)
+_VERDICT_LINE = re.compile(  # "C) Correct: ...", "**Option D:** Incorrect.", "- (A) False"
+    r"^[-*•\s]*(?i:option\s+|choice\s+)?(?:[\(\[](?P<x>[A-Z])[\)\]]\s*[:.\-–—]?|(?P<y>[A-Z])\s*[:.\-–—)])\s*"
+    r"(?P<v>(?i:correct|incorrect|wrong|true|false|right))\b"  # not "A correct derivation ..."
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z(])")
 _CONDITIONAL = re.compile(r"(?i:\b(?:whether|if|unless|assuming|suppose)\b[^.\n]{0,30})$")
@@ -215,6 +226,12 @@ def extract_choice_letter(text: str | None, letters: str = "ABCD") -> str | None
     if found:
         return max(found, key=lambda f: f[0])[1]
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    marked = {
+        m.group("x") or m.group("y"): m.group("v").lower() for ln in lines if (m := _VERDICT_LINE.match(ln))
+    }
+    if marked:  # rule 8: an evaluation of each option ("A) Incorrect ... C) Correct ...")
+        good = [x for x, v in marked.items() if v in ("correct", "true", "right") and x in letters]
+        return good[0] if len(good) == 1 else None
     if lines:
         last_sentence = _SENTENCE_END.split(lines[-1])[-1]  # "... D is wrong too. Hence C."
         for candidate in dict.fromkeys((lines[-1], last_sentence)):

@@ -38,7 +38,8 @@ def test_random_agent_through_the_cli_with_resume_and_fresh(tmp_path):
     res = run_cli(args)
     assert res.returncode == 0, res.describe()
     summary = res.summary
-    assert set(summary) == {"run_dir", "results"}
+    assert set(summary) == {"run_dir", "errors", "calls_sent", "results"}
+    assert summary["errors"] == summary["calls_sent"] == 0
     rows = {(r["game"], r["opponent"], r["seat"]): r for r in summary["results"]}
     assert set(rows) == {
         ("tic_tac_toe", "mcts100", "first"),

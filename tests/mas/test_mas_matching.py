@@ -131,3 +131,57 @@ def test_newest_finished_mad_run_of_the_same_task_and_model_wins(tmp_path):
         "mad_tokens_per_sample": 8.0,
         "votes": 8,
     }
+
+
+class VerboseModerator:
+    """AIME-like problems through the CLI: debaters answer in markdown with thinking aside; the
+    moderator writes fenced JSON, says "Continue" until its deciding round, then names a side
+    ("the negative side") instead of an answer. decide: tag -> round (0: never, the judge picks)."""
+
+    def __init__(self, golds: dict[str, str], decide: dict[str, int]):
+        self.golds, self.decide = golds, decide
+
+    def __call__(self, req: ScriptedRequest) -> Reply:
+        tag = next(t for t in self.golds if t in req.prompt)
+        gold, last = self.golds[tag], str(req.messages[-1]["content"] or "")
+        if "round of the debate is over" in last:
+            rnd = next(i + 1 for i, r in enumerate(("first", "second", "third")) if f"The {r} round" in last)
+            side = "the negative side" if rnd == self.decide[tag] else "Continue"
+            verdict = {"Whether there is a preference": "Yes" if side != "Continue" else "No",
+                       "Supported Side": "Negative" if side != "Continue" else "",
+                       "Reason": "Both computed 1000 mod 1000 first.", "debate_answer": side}  # fmt: skip
+            return Reply(f"```json\n{json.dumps(verdict, indent=2)}\n```", reasoning_content="Weighing.")
+        if "candidates" in last:
+            return Reply(f"The candidates are {gold} and {gold}.")
+        if "debate_answer" in last:
+            return Reply(json.dumps({"Reason": "Both agree.", "debate_answer": f"\\boxed{{{gold}}}"}))
+        return Reply(
+            f"## Solution\n\nReduce modulo 1000.\n\n**Final Answer**\n\\[\\boxed{{{gold}}}\\]",
+            reasoning_content="Maybe 5? No.",
+        )
+
+
+@pytest.mark.slow
+def test_cli_mad_then_vote_on_one_output_folder(tmp_path, scripted_server):
+    """The issue's check through the CLI: 3 + 6 + 11 + 6 + 9 + 6 = 41 calls over 6 problems is
+    6.83 per sample, so the vote run casts 7 votes; JSON and config.json name the mad run."""
+    from tests.support.cli import mas_args, run_cli
+    from tests.support.datasets import write_aime_set
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=6)
+    decide = dict(zip(data.tags, [1, 2, 0, 2, 3, 2], strict=True))
+    srv = scripted_server(VerboseModerator(data.golds, decide), model="Qwen/Qwen3-8B")
+    common = {"model": "Qwen/Qwen3-8B", "base_urls": [srv.base_url], "output": tmp_path / "runs"}
+    mad = run_cli(mas_args(system="mad", data_files=data.path, **common))
+    assert mad.returncode == 0, mad.describe()
+    assert mad.summary["accuracy"] == 1.0 and len(srv.entries()) == 41
+    assert mad.summary["llm_calls_per_sample"] == pytest.approx(41 / 6)
+    before = len(srv.entries())
+    vote = run_cli(mas_args(system="vote", data_files=data.path, **common))
+    assert vote.returncode == 0, vote.describe()
+    assert len(srv.entries()) - before == 7 * 6 and vote.summary["llm_calls_per_sample"] == 7
+    mad_run = Path(mad.summary["run_dir"]).name
+    assert vote.summary["matched_run"] == mad_run and vote.summary["matched_votes"] == 7
+    config = json.loads((Path(vote.summary["run_dir"]) / "config.json").read_text())
+    assert config["votes"] == 7 and config["matched_to"] == mad_run
+    assert 0 < vote.summary["token_ratio_vote_mad"] < 1

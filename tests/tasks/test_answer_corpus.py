@@ -187,6 +187,24 @@ GPQA_REPLIES = [
     # the last sentence of the last line, when no statement names a letter
     ("Option A is wrong, so is B; D is wrong too. Hence C.", "C"),
     ("We computed 3.5 eV, and option A gives 2.5 eV. So B.", "B"),
+    # explanations after the answer that qualify other options state nothing
+    ("Answer: C\n\nNote: (D) is correct for a triplet state, which is not the case here.", "C"),
+    ("Answer: C\n\nWhy not the others: A is correct but incomplete, since it ignores spin.", "C"),
+    ("Answer: C\n\nStatement B is correct as well, but it does not answer the question.", "C"),
+    ("The answer is C. Option A is correct for an ideal gas only.", "C"),
+    ("C is correct for the reasons above.", "C"),
+    # an evaluation of each option, with no answer line
+    (
+        "Evaluating each option:\nA) Incorrect, too small.\nB) Incorrect.\nC) Correct: matches 3.5 eV.\nD) Incorrect, too large.",
+        "C",
+    ),
+    (
+        "**Option A:** Incorrect.\n**Option B:** Incorrect.\n**Option C:** Correct. It matches.\n**Option D:** Incorrect.",
+        "C",
+    ),
+    ("- (A) False\n- (B) False\n- (C) True\n- (D) False", "C"),
+    ("A) Correct\nB) Correct\nC) Incorrect\nD) Incorrect", None),
+    ("A correct analysis gives 3.5 eV.\n\nC", "C"),
 ]
 
 # (final reply, gold, a human grader scores it right)

@@ -175,3 +175,22 @@ def test_help_says_what_steps_shortens(capsys):
         main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "lr schedule" in text and "does not shorten" in text
+
+
+def test_logprobs_at_temperature_one_as_the_reference():
+    # the reference's log-probs (old, new, reference model) are log_softmax of the raw logits,
+    # while vLLM samples at 0.6 (megatron_strategy.op_compute_log_probs has no temperature)
+    cfg = build_config("qwen3-4b")
+    assert (cfg.temperature, cfg.logprob_temperature, cfg.recompute_logprobs) == (0.6, 1.0, True)
+    assert build_config(None).logprob_temperature == 1.0 and build_config(None).recompute_logprobs
+    validate(build_config(None))
+    # the engine's scoring pass is at the sampling temperature: with it, the two must agree
+    for name in ("tiny", "micro"):
+        c = build_config(name)
+        assert not c.recompute_logprobs and c.logprob_temperature == c.temperature == 1.0
+    bad = build_config("micro", overrides={"temperature": "0.6"})
+    with pytest.raises(ConfigError, match="logprob_temperature") as err:
+        validate(bad)
+    assert "\n" not in str(err.value)
+    validate(build_config("micro", overrides={"temperature": "0.6", "recompute_logprobs": "true"}))
+    validate(build_config("micro", overrides={"temperature": "0.6", "logprob_temperature": "0.6"}))

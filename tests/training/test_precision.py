@@ -58,3 +58,28 @@ def test_trainer_keeps_fp32_master_and_bf16_engine(tmp_path):
     trainer.push_weights()
     for k, v in trainer.policy.state_dict().items():
         assert torch.equal(trainer.engine.model.state_dict()[k], v.to(torch.bfloat16)), k
+
+
+def test_weight_decay_skips_norms_and_biases_as_megatron(micro_model_dir):
+    # Megatron's default param groups (the reference's optimizer): no decay for biases and 1-D
+    # parameters. One AdamW step with zero gradients applies decay only: matrices shrink by
+    # (1 - lr * wd), norm weights stay where they are.
+    from transformers import AutoModelForCausalLM
+
+    from training.trainer import param_groups
+
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
+    groups = param_groups(model, 0.05)
+    assert [g["weight_decay"] for g in groups] == [0.05, 0.0]
+    start = {k: v.detach().clone() for k, v in model.named_parameters()}
+    opt = torch.optim.AdamW(groups, lr=0.1)
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()
+    norms = [k for k, v in model.named_parameters() if v.ndim == 1]
+    assert norms and any("norm" in k for k in norms)
+    for k, v in model.named_parameters():
+        if v.ndim == 1:
+            assert torch.equal(v.detach(), start[k]), k
+        else:
+            assert torch.allclose(v.detach(), start[k] * (1 - 0.1 * 0.05)), k

@@ -14,9 +14,11 @@ def test_length_penalty_has_the_reference_slope():
         v = 1 - (n - 11) / (2048 - 11)
         return 0.5 * v if v < 0 else 0.0
 
-    for n in (100, 2048, 2049, 3072, 4000, 4085):
+    for n in (100, 2048, 2049, 3072, 4000, 4085, 4090, 4095, 4096):
         assert S.length_penalty(n) == pytest.approx(ref(n)), n
-    assert S.length_penalty(9000) == pytest.approx(-0.5)  # capped; 4096+ tokens forfeit anyway
+    # not capped at -0.5 (as the reference): a reply at the 4096-token limit gets -0.5027 too
+    assert S.length_penalty(4096) == pytest.approx(0.5 * (1 - 4085 / 2037))
+    assert S.length_penalty(4096) == pytest.approx(-0.50270, abs=1e-5)
 
 
 def test_action_shaping():

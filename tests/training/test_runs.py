@@ -124,3 +124,26 @@ def test_resume_after_warm_start_has_no_duplicate_rows(tmp_path, monkeypatch):
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))  # the default tracker
     # a resume with other settings is refused before any work
     assert main(["--preset", "micro", "--output", str(out), "--resume", "lr=0.5"]) == 2
+
+
+def test_loss_logprobs_use_logprob_temperature(tmp_path, monkeypatch, micro_model_dir):
+    # sampling at 0.5 with recomputed log-probs: every log-prob the loss sees (behaviour,
+    # reference model, policy) is taken at logprob_temperature (1, the reference's raw logits)
+    import training.trainer as trainer_mod
+
+    seen = []
+    real = trainer_mod.token_logprobs
+
+    def spy(model, ids, attn, temperature=1.0, with_entropy=False):
+        seen.append(temperature)
+        return real(model, ids, attn, temperature, with_entropy)
+
+    monkeypatch.setattr(trainer_mod, "token_logprobs", spy)
+    over = {"model": str(micro_model_dir), "steps": 1, "eval_every": 0, "save_every": 0}
+    over.update(temperature=0.5, recompute_logprobs=True)
+    assert Trainer(build_config("micro", overrides=over), tmp_path / "t1", **QUIET).run() == 0
+    assert seen and set(seen) == {1.0}
+    seen.clear()
+    over["logprob_temperature"] = 0.5  # this trainer's behaviour before: logits / T
+    assert Trainer(build_config("micro", overrides=over), tmp_path / "t2", **QUIET).run() == 0
+    assert seen and set(seen) == {0.5}
