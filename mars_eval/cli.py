@@ -15,6 +15,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+try:  # typer >= 0.20 carries its own copy of click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click.exceptions import UsageError
+
 from mars_eval import exitcodes
 from mars_eval.models.base import ConfigError, SamplingParams
 from mars_eval.options import (
@@ -351,13 +356,22 @@ def main() -> None:
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
-        app()
+        code = app(standalone_mode=False)
+    except UsageError as exc:
+        # click draws usage errors as a multi-line box; one line is what scripts and people need.
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        print(f"error: {plain(exc.format_message())}{where}", file=sys.stderr)
+        sys.exit(exitcodes.BAD_INPUT)
+    except typer.Abort:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
     except ConfigError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.BAD_INPUT)
     except StoreError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.UNEXPECTED)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 from mars_eval import plots, report_data, tables
 from mars_eval import reference_figures as ref
@@ -44,7 +45,22 @@ def _env() -> jinja2.Environment:
     env.filters["pval"] = lambda p: "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
     env.filters["fields"] = _fields
+    env.filters["short_model"] = short_model
+    env.filters["breakable"] = breakable
     return env
+
+
+def breakable(text: str) -> Markup:
+    """Escaped text with a line-break opportunity after each "/": a long checkpoint path wraps
+    at its folders instead of widening its table, and "scripted-A" is never cut."""
+    return Markup(str(escape(text)).replace("/", "/<wbr>"))
+
+
+def short_model(model: str, width: int = 18) -> str:
+    """A grid column's model label: a checkpoint's folder name (step-200), else the name's last
+    path part, cut from the left with an ellipsis when long (the full name is the tooltip)."""
+    tail = model.rstrip("/").rsplit("/", 1)[-1] or model
+    return tail if len(tail) <= width else "…" + tail[-(width - 1) :]
 
 
 def _fields(data: dict[str, Any]) -> str:

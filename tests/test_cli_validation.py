@@ -221,3 +221,31 @@ def test_train_output_accepts_new_empty_and_own_folders(monkeypatch, capsys, tmp
     for output in (tmp_path / "new" / "run", empty, own):
         with pytest.raises(AssertionError, match="work started"):
             _train(["--preset", "micro", "--output", str(output), "--resume"], monkeypatch, capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["compare"], "Missing argument"),
+        (["mas", "--task", "aime", "--bogus"], "No such option: --bogus"),
+        (["mas", "--task", "aime", "--samples", "x"], "--samples"),
+        (["nosuch"], "No such command"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(argv, words, monkeypatch, capsys) -> None:
+    """click draws usage errors as a boxed block; ours are one line naming the command's help."""
+    code, _out, err = run_main(argv, monkeypatch, capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: ") and words in lines[0] and "--help" in lines[0]
+
+
+def test_command_exit_codes_pass_through_the_entry_point(monkeypatch, capsys, tmp_path) -> None:
+    """`games` ends with typer.Exit(code): the entry point must hand that code to the shell."""
+    import mars_eval.games.runner
+
+    monkeypatch.setattr(mars_eval.games.runner, "games_command", lambda **kw: 3)
+    monkeypatch.setattr(sys, "argv", ["mars-eval", "games", "--agent", "random", "--output", str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 3

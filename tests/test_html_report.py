@@ -294,3 +294,18 @@ def test_bars_of_a_group_are_centred_without_gaps():
     assert width == pytest.approx(0.8 / 3)
     assert xs["a"][0] == pytest.approx(-width) and xs["c"][0] == pytest.approx(width)
     assert xs["a"][1] == pytest.approx(1.0) and xs["b"][1] is None and xs["c"][1] is None
+
+
+def test_grid_column_labels_are_short():
+    from mars_eval.html_report import short_model
+
+    assert short_model("runs/q4b/checkpoints/step-200/") == "step-200"
+    assert short_model("Qwen/Qwen3-4B") == "Qwen3-4B"
+    assert short_model("a-very-long-served-model-name-v2") == "…ved-model-name-v2"
+
+
+def test_model_paths_wrap_at_folders_and_stay_escaped():
+    from mars_eval.html_report import breakable
+
+    assert str(breakable("runs/x/checkpoints/step-5")) == "runs/<wbr>x/<wbr>checkpoints/<wbr>step-5"
+    assert str(breakable("<b>/m")) == "&lt;b&gt;/<wbr>m"
