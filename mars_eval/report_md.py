@@ -71,7 +71,8 @@ def checkpoint_section(report: Report) -> list[str]:
                 [str(c.step), c.model, tables.fmt_cell(c), f"{100 * r.delta:+.1f}"]
                 + [_interval(r.ci_low, r.ci_high), _p(r.p_value)]
             )
-        where = f" ({s.training_run})" if s.training_run else ""
+        run = s.training_run.replace("<", "\\<").replace(">", "\\>")  # a path from outside: text
+        where = f" ({run})" if run else ""
         out += _section(f"Accuracy over training steps: {s.system} · {s.task}{where}", header, rows)
     return out
 
@@ -117,16 +118,20 @@ def dynamics_section(report: Report) -> list[str]:
     if not cells:
         return []
     header = ["task", "system", "model", "answers right by round", "agreement by round", "changed"]
-    header += ["right→wrong", "wrong→right", "calls / sample", "tokens / sample"]
+    header += ["right→wrong", "wrong→right", "calls / sample", "tokens / sample", "accuracy % per 1k tokens"]
     rows = []
     for d in map(report_data.debate_dynamics, cells):
         rows.append(
             [d.cell.task, d.cell.system, d.cell.model, " → ".join(fmt_pct(x) for x in d.accuracy_by_round)]
             + [" → ".join(fmt_pct(x) for x in d.agreement_by_round), f"{d.changed}/{d.debaters}"]
             + [str(d.right_to_wrong), str(d.wrong_to_right), f"{d.calls_per_sample:.2f}"]
-            + [f"{d.tokens_per_sample:.0f}"]
+            + [f"{d.tokens_per_sample:.0f}", _per_1k(d.accuracy_per_1k_tokens)]
         )
     return _section("Debate dynamics", header, rows)
+
+
+def _per_1k(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.2f}"
 
 
 def _letters(spread: dict[str, int] | None) -> str:

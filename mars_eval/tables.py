@@ -188,10 +188,14 @@ def _with_paper(cell: MasCell | None, task: str) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table (pipes in values escaped)."""
+    """A GitHub-flavoured Markdown table. Values are data (model names come from outside): pipes
+    and angle brackets are backslash-escaped, so a name holding HTML shows as text, never a tag."""
 
     def esc(value: str) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
+        text = str(value).replace("\n", " ")
+        for ch in "|<>":
+            text = text.replace(ch, "\\" + ch)
+        return text
 
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mars_eval import report_data
 from mars_eval.html_report import Report, build_report
 from mars_eval.report_data import checkpoint_series
 from tests.support.browser import chromium_path, load_page
@@ -309,3 +310,85 @@ def test_model_paths_wrap_at_folders_and_stay_escaped():
 
     assert str(breakable("runs/x/checkpoints/step-5")) == "runs/<wbr>x/<wbr>checkpoints/<wbr>step-5"
     assert str(breakable("<b>/m")) == "&lt;b&gt;/<wbr>m"
+
+
+class MindChanger:
+    """Arith: problem 0 wrong in the first round then right, problem 1 right then wrong, 2 always
+    wrong, the rest right. MAD's moderator holds off in round 1 and backs the answer in round 2."""
+
+    def __init__(self) -> None:
+        from mars_eval.tasks import make_task
+
+        self.golds = {p.question: int(p.gold) for p in make_task("arith").load()[:N]}
+        self.order = list(self.golds)
+
+    def __call__(self, req):
+        import json
+
+        from tests.support.scripted_policy import Reply
+
+        key = next(k for k in self.golds if k in req.prompt)
+        i, gold = self.order.index(key), self.golds[key]
+        first = sum(m["role"] == "user" for m in req.messages) <= 1
+        wrong = {0: first, 1: not first, 2: True}.get(i, False)
+        answer = gold + 1 if wrong else gold
+        if req.messages[0]["content"].startswith("You are a moderator"):
+            verdict = {
+                "Whether there is a preference": "No" if first else "Yes",
+                "Supported Side": "Affirmative",
+            }
+            return Reply(
+                content=json.dumps({**verdict, "Reason": "", "debate_answer": "" if first else str(answer)})
+            )
+        return Reply(content=f"So the answer is \\boxed{{{answer}}}.", reasoning_content="hm")
+
+
+def test_debate_dynamics_count_changes_of_mind(scripted_server, tmp_path):
+    srv = scripted_server(MindChanger(), model="m", latency=0.01)
+    out = tmp_path / "runs"
+    args = ["suite", "--model", "m", "--system", "mad", "--system", "debate", "--task", "arith"]
+    res = run_cli([*args, "--limit", str(N), "--base-url", srv.base_url, "--output", str(out), "--json"])
+    assert res.returncode == 0, res.describe()
+    report = Report([str(out)])
+    dyn = {d.cell.system: d for d in (report_data.debate_dynamics(c) for c in report.cells)}
+    mad, debate = dyn["mad"], dyn["debate"]
+    # Round 1: problems 1, 3, 4, 5 right (4 of 6); round 2: 0, 3, 4, 5. Two debaters (mad), three (debate).
+    assert mad.accuracy_by_round == pytest.approx([4 / 6, 4 / 6]) and mad.calls_per_sample == 6
+    assert (mad.changed, mad.debaters, mad.right_to_wrong, mad.wrong_to_right) == (4, 12, 2, 2)
+    assert (debate.changed, debate.debaters, debate.right_to_wrong, debate.wrong_to_right) == (6, 18, 3, 3)
+    assert mad.agreement_by_round == [1.0, 1.0] and debate.calls_per_sample == 6
+
+
+def test_data_quality_counts_scored_failures(scripted_server, tmp_path):
+    """A reply cut at max tokens and one with nothing to extract are scored wrong and counted."""
+    from tests.support.datasets import tag, write_aime_set
+    from tests.support.scripted_policy import Reply
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=N)
+
+    def policy(req):
+        key = next(t for t in data.golds if t in req.prompt)
+        if key == tag(0):
+            return Reply(content="Let me compute this slowly and", finish_reason="length")
+        if key == tag(1):
+            return Reply(content="I am not sure.")
+        return Reply(content=f"So \\boxed{{{data.golds[key]}}}.")
+
+    srv = scripted_server(policy, model="m", latency=0.0)
+    out = tmp_path / "runs"
+    args = ["suite", "--model", "m", "--system", "single", "--task", "aime", "--data-files", str(data.path)]
+    res = run_cli([*args, "--base-url", srv.base_url, "--output", str(out), "--json"])
+    assert res.returncode == 0, res.describe()
+    assert res.summary["runs"][0]["accuracy"] == pytest.approx((N - 2) / N)
+    quality = report_data.data_quality(Report([str(out)]).cells[0])
+    assert quality.errors == 0 and quality.samples == N
+    assert quality.outcomes["truncated"] == 1 and quality.outcomes["no_answer"] == 2
+    md = build_report([str(out)], str(tmp_path / "r.md"), "md").read_text()
+    assert f"| aime24 | single | m | {N} | 0 | 1 | 0 | 2 |" in md
+
+
+def test_markdown_cells_are_text():
+    from mars_eval.tables import markdown_table
+
+    table = markdown_table(["model"], [["<img src=x onerror=alert(1)>|x"]])
+    assert table.splitlines()[-1] == "| \\<img src=x onerror=alert(1)\\>\\|x |"

@@ -94,6 +94,9 @@ def test_bad_estimator():
 #   E kuhn p0 r=(-0.75,)     tokens (1,)
 # (binary fractions, so that values equal on paper are equal floats: the distinct-value step
 # compares floats exactly, as the reference's torch.unique does)
+# The expected values below also come out of the reference's own functions (reward_normalize_by_player
+# then compute_advantage of thu-nics/MARS, run on padded rows as its env manager lays them out):
+# equal to 1e-7 (float32).
 REF = [
     TrajectoryRewards("tic_tac_toe", 0, (0.25, 1.25), (2, 1)),
     TrajectoryRewards("tic_tac_toe", 1, (0.25, -0.75), (1, 1)),
