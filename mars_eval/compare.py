@@ -27,11 +27,11 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from mars_eval import reference_figures as ref
 from mars_eval.models.base import ConfigError
+from mars_eval.report import shown as escape  # markup escaped, control characters shown
 from mars_eval.stats import ALPHA, POWER, PairedResult, format_interval, paired_compare
 from mars_eval.store import RunStore
 

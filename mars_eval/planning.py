@@ -18,12 +18,12 @@ import sys
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from mars_eval import reference_figures as ref
 from mars_eval.metrics import scores_by_problem
 from mars_eval.models.base import ConfigError
+from mars_eval.report import shown as escape  # markup escaped, control characters shown
 from mars_eval.stats import (
     ALPHA,
     POWER,

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from mars_eval.mas import make_system, mas_identity
 from mars_eval.mas.base import SampleContext, System
@@ -30,6 +29,7 @@ from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
 from mars_eval.outcomes import mark_outcome, outcome_summary
 from mars_eval.report import RunProgress
+from mars_eval.report import shown as escape  # markup escaped, control characters shown
 from mars_eval.store import CachedClient, RunStore, StoreError, slug
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, ScorerError, Task
@@ -158,6 +158,26 @@ async def solve_one(
     return record
 
 
+_SHUTDOWN_NOISE = "unhandled exception during asyncio.run() shutdown"
+
+
+def quiet_interrupted_shutdown(loop: asyncio.AbstractEventLoop) -> None:
+    """Ctrl-C cancels every task; autogen's runtime tasks then fail on their own bookkeeping
+    ("task_done() called too many times") and asyncio printed each as a traceback, although the
+    stop was asked for. Those reports are dropped; every other one goes to the usual handler."""
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == _SHUTDOWN_NOISE:
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+
+
 async def run_eval(
     cfg: EvalConfig,
     *,
@@ -176,6 +196,7 @@ async def run_eval(
     running several cells of one task, so the dataset is read once.
     """
     console = console or Console(stderr=True)
+    quiet_interrupted_shutdown(asyncio.get_running_loop())
     task = make_task(cfg.task)
     system = make_system(
         cfg.system,

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from mars_eval.models.base import ConfigError, SamplingParams
@@ -33,6 +32,7 @@ from mars_eval.options import (
     TopP,
     Votes,
 )
+from mars_eval.report import shown as escape  # markup escaped, control characters shown
 
 Repeat = list[str] | None
 

@@ -165,6 +165,13 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             text = str(cause) if isinstance(cause, NotJSONReply) else f"{type(exc).__name__}: {exc}"
             self.error = ModelAccessError(text)
             raise self.error from exc
+        except (IndexError, KeyError, TypeError, AttributeError, ValueError) as exc:
+            # autogen-ext reading a 200 reply that is no chat completion (no choices, an error
+            # object, a list, content that is not text, usage that is not a number): the
+            # endpoint's fault, worded as HTTPClient words it, not an internal error.
+            why = (str(exc).splitlines() or [""])[0][:200]
+            self.error = ModelAccessError(f"malformed chat completion ({type(exc).__name__}: {why})")
+            raise self.error from exc
         except BaseException as exc:
             self.error = exc
             raise

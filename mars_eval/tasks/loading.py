@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import json
 import logging
 import os
@@ -137,7 +138,9 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
     datasets.disable_progress_bars()  # a small local file needs no "Generating train split" bar
     try:
         with _quiet_datasets():
-            ds = datasets.load_dataset(builder, data_files=str(path), split="train", **options)
+            # Escaped: `datasets` reads data_files as a glob, and "aime[1].jsonl" matched nothing.
+            files = glob.escape(str(path))
+            ds = datasets.load_dataset(builder, data_files=files, split="train", **options)
     except Exception as e:
         raise ConfigError(f"--data-files {path}: cannot read it as {builder}: {_one_line(e)}") from e
     finally:

@@ -83,6 +83,7 @@ def test_random_agent_through_the_cli_with_resume_and_fresh(tmp_path):
         (["--agent", "random", "--games", "kuhn_poker", "--opponents", "mcts100"], "fits none"),
         (["--agent", "mcts", "--games", "leduc_poker"], "cannot play leduc_poker"),
         (["--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--prompt-style", "wide"], "prompt style"),
+        (["--agent", "random", "--games", "tic_tac_toe", "--prompt-style", "wide"], "prompt style 'wide'"),
         (["--agent", "random", "--model", "m"], "not both"),
         (["--agent", "nope", "--games", "tic_tac_toe"], "unknown agent 'nope'; choose one of: random, mcts"),
     ],
