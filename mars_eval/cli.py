@@ -21,24 +21,8 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import UsageError
 
 from mars_eval import exitcodes
-from mars_eval.models.base import ConfigError, SamplingParams
-from mars_eval.options import (
-    Agents,
-    JsonSummary,
-    Limit,
-    MaxAttempts,
-    MaxTokens,
-    MinP,
-    PresencePenalty,
-    RequestTimeout,
-    Rounds,
-    Seed,
-    Temperature,
-    Thinking,
-    TopK,
-    TopP,
-    Votes,
-)
+from mars_eval import options as opt
+from mars_eval.models.base import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
 
@@ -54,18 +38,6 @@ BaseUrl = Annotated[
 
 MODEL_DEFAULT = "in-process: the embedded tiny checkpoint results/tiny; with --base-url: the one served model"
 CKPT = "the checkpoint's mars_eval.json, else "
-
-
-def _sampling(thinking, temperature, top_p, top_k, min_p, presence_penalty, max_tokens) -> SamplingParams:
-    return SamplingParams.for_mode(
-        thinking,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        min_p=min_p,
-        presence_penalty=presence_penalty,
-        max_tokens=max_tokens,
-    )
 
 
 @app.command()
@@ -86,71 +58,44 @@ def mas(
         str | None,
         typer.Option(help="Local JSON/JSONL/CSV/Parquet copy of the dataset", show_default="the hub dataset"),
     ] = None,
-    limit: Limit = None,
-    samples: Annotated[int, typer.Option(help="Samples per problem (K)")] = 1,
+    limit: opt.Limit = None,
+    samples: opt.Samples = 1,
     concurrency: Annotated[
         int | None,
         typer.Option(help="Max calls in flight", show_default="512 over HTTP, batches of 64 in-process"),
     ] = None,
-    seed: Seed = 0,
-    temperature: Temperature = None,
-    top_p: TopP = None,
-    top_k: TopK = None,
-    min_p: MinP = None,
-    presence_penalty: PresencePenalty = None,
-    max_tokens: MaxTokens = None,
-    thinking: Thinking = True,
-    rounds: Rounds = None,
-    agents: Agents = None,
-    votes: Votes = None,
-    output: Annotated[str, typer.Option(help="Folder that holds run folders")] = "results/runs",
+    seed: opt.Seed = 0,
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    top_k: opt.TopK = None,
+    min_p: opt.MinP = None,
+    presence_penalty: opt.PresencePenalty = None,
+    max_tokens: opt.MaxTokens = None,
+    thinking: opt.Thinking = True,
+    rounds: opt.Rounds = None,
+    agents: opt.Agents = None,
+    votes: opt.Votes = None,
+    output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
-    json_out: JsonSummary = False,
-    request_timeout: RequestTimeout = None,
-    max_attempts: MaxAttempts = None,
-    engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
+    json_out: opt.JsonSummary = False,
+    request_timeout: opt.RequestTimeout = None,
+    max_attempts: opt.MaxAttempts = None,
+    engine: opt.Engine = "auto",
     serve: Annotated[
         bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
     ] = False,
-    autogen_client: Annotated[
-        str,
-        typer.Option(
-            help="autogen's model client: openai (autogen-ext's, over HTTP), adapter (our model layer), "
-            "auto (openai with --base-url, else adapter)"
-        ),
-    ] = "auto",
-    autogen_style: Annotated[
-        str, typer.Option(help="autogen conversation: maslab (MASLab's AutoGen) or solver-reviewer")
-    ] = "maslab",
-    mad_judge: Annotated[
-        str, typer.Option(help="Which round MAD's judge is shown: first-round (the references) or last-round")
-    ] = "first-round",
-    gpqa_order: Annotated[
-        str,
-        typer.Option(
-            help="GPQA option order: shuffled (per question and seed) or maslab (unshuffled, correct "
-            "option always A, as MASLab's dataset builder)"
-        ),
-    ] = "shuffled",
+    autogen_client: opt.AutogenClient = "auto",
+    autogen_style: opt.AutogenStyle = "maslab",
+    mad_judge: opt.MadJudge = "first-round",
+    gpqa_order: opt.GpqaOrder = "shuffled",
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
+    given = dict(locals())  # the options as given, by name (before anything is reassigned)
     from mars_eval import validate
     from mars_eval.report import print_summary_table
-    from mars_eval.runner import EvalConfig, run_eval
+    from mars_eval.runner import run_eval
 
-    validate.check_run_options(
-        limit=limit,
-        samples=samples,
-        votes=votes,
-        rounds=rounds,
-        agents=agents,
-        concurrency=concurrency,
-        request_timeout=request_timeout,
-        max_attempts=max_attempts,
-    )
-    validate.check_sampling(
-        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, max_tokens=max_tokens
-    )
+    opt.check_shared(given)
     validate.check_model_and_output(base_url, model, output)
     validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
     validate.check_choice("--autogen-client", autogen_client, ("auto", "openai", "adapter"))
@@ -160,30 +105,7 @@ def mas(
     from mars_eval.tasks import task_with_gpqa_order
 
     task = task_with_gpqa_order(task, gpqa_order)
-    params = _sampling(thinking, temperature, top_p, top_k, min_p, presence_penalty, max_tokens)
-    cfg = EvalConfig(
-        task=task,
-        system=system,
-        model=model,
-        base_urls=list(base_url or []),
-        data_files=data_files,
-        limit=limit,
-        samples=samples,
-        concurrency=concurrency,
-        seed=seed,
-        params=params,
-        output=output,
-        fresh=fresh,
-        rounds=rounds,
-        agents=agents,
-        votes=votes,
-        request_timeout=request_timeout,
-        max_attempts=max_attempts,
-        engine=engine,
-        autogen_client=autogen_client,
-        autogen_style=autogen_style,
-        mad_judge=mad_judge,
-    )
+    cfg = opt.eval_config(given, task=task, system=system, model=model, data_files=data_files)
     with _maybe_serve(serve, model, cfg):
         summary = asyncio.run(run_eval(cfg))
     print_summary_table(summary, Console())
@@ -263,11 +185,9 @@ def games(
             show_default=CKPT + "reference",
         ),
     ] = None,
-    output: Annotated[str, typer.Option(help="Folder that holds run folders")] = "results/runs",
+    output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
-    ] = False,
+    json_out: opt.JsonSummary = False,
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval import validate

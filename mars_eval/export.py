@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from mars_eval.models.base import ConfigError
 from mars_eval.rundirs import RunDir, find_runs
@@ -50,7 +53,7 @@ def run_rows(run: RunDir, transcripts: bool = False) -> list[dict[str, Any]]:
     return rows
 
 
-def export_frame(dirs: list[str], transcripts: bool = False):
+def export_frame(dirs: list[str], transcripts: bool = False) -> pd.DataFrame:
     """A pandas DataFrame of every run under `dirs` (ConfigError when there is none)."""
     import pandas as pd
 

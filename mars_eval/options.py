@@ -8,9 +8,13 @@ code's own defaults by tests/test_cli_info.py.
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from mars_eval.runner import EvalConfig
 
 Temperature = Annotated[
     float | None,
@@ -54,6 +58,60 @@ RequestTimeout = Annotated[
 MaxAttempts = Annotated[
     int | None, typer.Option(help="Attempts per call before it is an error", show_default="6")
 ]
+Samples = Annotated[int, typer.Option(help="Samples per problem (K)")]
+Output = Annotated[str, typer.Option(help="Folder that holds run folders")]
+Engine = Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")]
+AutogenClient = Annotated[
+    str,
+    typer.Option(
+        help="autogen's model client: openai (autogen-ext's, over HTTP), adapter (our model layer), "
+        "auto (openai with --base-url, else adapter)"
+    ),
+]
+AutogenStyle = Annotated[
+    str, typer.Option(help="autogen conversation: maslab (MASLab's AutoGen) or solver-reviewer")
+]
+MadJudge = Annotated[
+    str, typer.Option(help="Which round MAD's judge is shown: first-round (the references) or last-round")
+]
+GpqaOrder = Annotated[
+    str,
+    typer.Option(
+        help="GPQA option order: shuffled (per question and seed) or maslab (unshuffled, correct "
+        "option always A, as MASLab's dataset builder; GPQA tasks only)"
+    ),
+]
 JsonSummary = Annotated[
     bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
 ]
+
+
+# The parameter names of the options above that `mas` and `suite` share: checked and turned into
+# an EvalConfig here, once, so the two commands cannot check or pass them differently.
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens")
+COUNTS = ("limit", "samples", "votes", "rounds", "agents", "concurrency", "request_timeout", "max_attempts")
+SETTINGS = ("seed", "output", "fresh", "engine", "autogen_client", "autogen_style", "mad_judge")
+
+
+def check_shared(opts: Mapping[str, Any]) -> None:
+    """Bad counts or sampling values among a command's shared options (`opts`: its parameters by
+    name): one ConfigError before any work."""
+    from mars_eval import validate
+
+    validate.check_run_options(**{k: opts[k] for k in COUNTS})
+    validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
+
+
+def eval_config(opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
+    """The run configuration of a command's shared options (sampling settings resolved for
+    --thinking/--no-thinking); `fields` are the command's own (task, system, model, ...)."""
+    from mars_eval.models.base import SamplingParams
+    from mars_eval.runner import EvalConfig
+
+    params = SamplingParams.for_mode(opts["thinking"], **{k: opts[k] for k in SAMPLING})
+    return EvalConfig(
+        base_urls=list(opts["base_url"] or []),
+        params=params,
+        **{k: opts[k] for k in COUNTS + SETTINGS},
+        **fields,
+    )

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 # C0/C1 control characters (escape codes among them) and bidi overrides: shown, not obeyed.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Lone UTF-16 surrogates (a served model id "\ud800") too: a terminal cannot be sent them at all.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def plain(text: object) -> str:
@@ -28,6 +29,20 @@ def shown(text: object) -> str:
     return escape(plain(text) + " ")[:-1]  # the space: no doubled trailing backslash (we never end on a tag)
 
 
+def progress_bar(console: Console, label: str, enabled: bool) -> Progress:
+    """The one look of every live bar (mas runs, suites, games): label, bar, done/total, time,
+    then the caller's `stats` field."""
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        disable=not enabled,
+    )
+
+
 class RunProgress:
     """done/total, live accuracy, calls/s, tokens/s and errors for a `mas` run."""
 
@@ -41,16 +56,7 @@ class RunProgress:
         self.calls = 0
         self.tokens = 0
         self.started = time.perf_counter()
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-            disable=not enabled,
-            transient=False,
-        )
+        self._progress = progress_bar(console, "samples", enabled)
         self._task = self._progress.add_task("samples", total=total, completed=done, stats="")
 
     def __enter__(self) -> RunProgress:

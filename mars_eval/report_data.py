@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mars_eval import stats
 from mars_eval.rundirs import RunDir
 from mars_eval.tables import SYSTEM_ORDER, Comparison, MasCell, paired_scores
+
+if TYPE_CHECKING:
+    from mars_eval.tasks.base import Task
 
 DEBATE_SYSTEMS = ("mad", "debate")
 MAD_DEBATERS = ("affirmative", "negative")
@@ -103,7 +107,7 @@ def sample_status(rec: dict[str, Any]) -> str:
 
 
 def problem_grid(
-    cells: list[MasCell], page_of, models: list[str] | None = None
+    cells: list[MasCell], page_of: Callable[[RunDir, dict[str, Any]], str], models: list[str] | None = None
 ) -> dict[str, tuple[list[MasCell], list[str], dict]]:
     """task -> (columns, problem ids, {(problem, column index): GridCell}); `page_of(run, rec)`
     gives the transcript page of a sample. Columns: systems in the paper's order, then models
@@ -158,7 +162,7 @@ class Dynamics:
     rounds_run: Counter = field(default_factory=Counter)
 
 
-def debater_answers(rec: dict[str, Any], system: str, task) -> list[list[str | None]]:
+def debater_answers(rec: dict[str, Any], system: str, task: Task) -> list[list[str | None]]:
     """answers[round][debater] for one sample (round 1 first)."""
     details = rec.get("details") or {}
     if system == "debate" and isinstance(details.get("answers_by_round"), list):

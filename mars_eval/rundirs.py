@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -72,7 +73,7 @@ def checkpoint_step(model: str) -> int | None:
     return None
 
 
-def read_jsonl(path: Path):
+def read_jsonl(path: Path) -> Iterator[Any]:
     """Parsed lines of a JSONL file; lines that do not parse (a torn tail) are skipped."""
     if not path.is_file():
         return

@@ -166,6 +166,8 @@ def quiet_interrupted_shutdown(loop: asyncio.AbstractEventLoop) -> None:
     ("task_done() called too many times") and asyncio printed each as a traceback, although the
     stop was asked for. Those reports are dropped; every other one goes to the usual handler."""
     previous = loop.get_exception_handler()
+    if getattr(previous, "quiet_shutdown", False):  # already set (a suite runs many cells)
+        return
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") == _SHUTDOWN_NOISE:
@@ -175,6 +177,7 @@ def quiet_interrupted_shutdown(loop: asyncio.AbstractEventLoop) -> None:
         else:
             loop.default_exception_handler(context)
 
+    handler.quiet_shutdown = True  # type: ignore[attr-defined]
     loop.set_exception_handler(handler)
 
 

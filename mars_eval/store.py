@@ -87,6 +87,38 @@ def _clean_any(value: Any) -> Any:
     return value
 
 
+def acquire_lock(path: Path, what: str) -> int:
+    """flock() `path` (created if needed) and write this process's id in it; returns the file
+    descriptor to keep open (closing it, or the process ending however it ends, releases it).
+    Another live holder: RunInUse naming it, worded "<what> is in use by process N ..."."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunInUse(
+            f"{what} is in use by process {holder} (the same run, started earlier); wait for it "
+            "to finish or stop it, then run this command again"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def held_lock(path: Path, what: str) -> Iterator[None]:
+    """`acquire_lock` for the duration of a with block (a command that spans many run folders)."""
+    fd = acquire_lock(path, what)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def _why(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -147,22 +179,7 @@ class RunStore:
 
     # --- opening -------------------------------------------------------------------------
     def _lock(self) -> None:
-        fd = os.open(self.dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise RunInUse(
-                f"run folder {self.dir} is in use by process {holder} (the same run, started "
-                "earlier); wait for it to finish or stop it, then run this command again"
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        self._lock_fd = fd
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = acquire_lock(self.dir / LOCK_NAME, f"run folder {self.dir}")
 
     def _clear(self) -> None:
         """--fresh: empty the folder but keep it (and the lock held on its `.lock`)."""

@@ -25,12 +25,12 @@ from typing import Any
 
 import aiohttp
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mars_eval.mas import make_system
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
+from mars_eval.report import progress_bar
 from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.store import config_hash, slug
 from mars_eval.tasks import Problem, make_task
@@ -229,15 +229,7 @@ class SuiteProgress:
     def __init__(self, console: Console, cells: list[Cell], enabled: bool):
         self.cells = cells
         self.errors = 0
-        self._bar = Progress(
-            TextColumn("[bold]suite"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-            disable=not enabled,
-        )
+        self._bar = progress_bar(console, "suite", enabled)
         total = sum(c.total for c in cells)
         self._task = self._bar.add_task("suite", total=total, completed=sum(c.done for c in cells), stats="")
 

@@ -81,7 +81,8 @@ def key_written_nowhere(run_dir: Path) -> None:
 @pytest.mark.parametrize("system", ["single", "mad", "autogen", "debate", "vote"])
 def test_mas_against_a_hostile_endpoint(tmp_path, system):
     data = write_aime_set(tmp_path / "aime.jsonl", n=N, wrong=(2,))
-    srv = hostile_server(data.policy, latency=0.25)
+    # single makes 1 call a sample: slower replies leave time to kill it part-way.
+    srv = hostile_server(data.policy, latency=0.6 if system == "single" else 0.25)
     output = tmp_path / "runs"
     args = mas_args(
         model=HOSTILE_MODEL, base_urls=[srv.base_url], output=output, data_files=data.path, system=system
@@ -401,3 +402,104 @@ def test_data_files_with_glob_characters_in_their_name_load(tmp_path, name) -> N
         path.write_bytes(data.path.read_bytes())
     problems = make_task("aime24").load(data_files=str(path))
     assert [p.gold for p in problems] == list(data.golds.values())
+
+
+def test_only_the_interrupted_shutdown_report_is_dropped() -> None:
+    import asyncio
+
+    from mars_eval.runner import quiet_interrupted_shutdown
+
+    seen: list[str] = []
+    loop = asyncio.new_event_loop()
+    try:
+        loop.set_exception_handler(lambda _loop, context: seen.append(context["message"]))
+        quiet_interrupted_shutdown(loop)
+        quiet_interrupted_shutdown(loop)  # a second run on the loop adds no second layer
+        handler = loop.get_exception_handler()
+        handler(loop, {"message": "unhandled exception during asyncio.run() shutdown"})
+        handler(loop, {"message": "Task exception was never retrieved"})
+    finally:
+        loop.close()
+    assert seen == ["Task exception was never retrieved"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["autogen", "games"])
+def test_ctrl_c_mid_run_is_exit_130_without_traceback_and_the_rerun_finishes(tmp_path, command) -> None:
+    """Ctrl-C during an autogen run printed autogen-core's shutdown failures as tracebacks."""
+    data = write_aime_set(tmp_path / "aime.jsonl", n=6)
+    srv = hostile_server(data.policy if command == "autogen" else first_legal_move, latency=0.3)
+    output = tmp_path / "runs"
+    if command == "autogen":
+        where = {"base_urls": [srv.base_url], "output": output, "data_files": data.path}
+        args = mas_args(model=HOSTILE_MODEL, system="autogen", **where)
+    else:
+        args = ["games", "--model", HOSTILE_MODEL, "--base-url", srv.base_url, "--output", str(output)]
+        args += ["--games", "tic_tac_toe", "--opponents", "random", "--episodes", "10", "--json"]
+    try:
+        proc = start_cli(args, env=ENV)
+        deadline = time.monotonic() + 90
+        while srv.stats()["ok"] < 3 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "unhandled exception" not in err, err
+        res = run_cli(args, env=ENV, timeout=240)
+        clean_exit(res, 0)
+        assert res.summary["errors"] == 0
+    finally:
+        srv.stop()
+
+
+@pytest.mark.slow
+def test_identical_suites_started_together_one_runs_the_other_exits_2(tmp_path) -> None:
+    """Two identical suites split the cells (each refused the other's run folders), and both
+    exited 1 ("unexpected") with half the table: the second now stops at once, exit 2."""
+    data = write_aime_set(tmp_path / "aime.jsonl", n=3)
+    srv = hostile_server(data.policy, latency=0.3)
+    args = ["suite", "--model", HOSTILE_MODEL, "--base-url", srv.base_url, "--task", "aime24"]
+    args += ["--system", "single", "--system", "mad", "--data-files", f"aime24={data.path}"]
+    args += ["--output", str(tmp_path / "runs")]
+    try:
+        procs = [start_cli(args, env=ENV) for _ in range(2)]
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        srv.stop()
+    assert sorted(p.returncode for p in procs) == [0, 2], outs
+    loser = next(i for i, p in enumerate(procs) if p.returncode == 2)
+    err = outs[loser][1]
+    assert err.count("\n") == 1 and f"for this suite is in use by process {procs[1 - loser].pid}" in err
+    assert outs[loser][0] == "" and max(srv.ok_bodies().values()) == 1  # stopped before any work
+
+
+def test_lone_surrogates_are_shown_escaped() -> None:
+    from mars_eval.report import plain, shown
+
+    assert plain("m\ud800x\x1b[2J") == "m\\ud800x\\x1b[2J"
+    assert shown("m\udfff[/]") == "m\\udfff\\[/]"
+    ("x" + plain("\ud800")).encode("utf-8")  # printable at all
+
+
+@pytest.mark.parametrize("command", ["mas", "games"])
+def test_a_served_model_id_with_a_lone_surrogate_is_one_line_exit_2(tmp_path, command) -> None:
+    """Printing it crashed the CLI (UnicodeEncodeError traceback); once printable, every call
+    failed as an "internal" error, since no request can carry the name."""
+    from tests.support.hostile import HostileApp, hostile
+    from tests.support.scripted_server import ScriptedServer
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=2)
+    policy = data.policy if command == "mas" else first_legal_move
+    srv = ScriptedServer(policy)
+    srv.app = HostileApp(hostile(policy), model="m\ud800[/]x")
+    output = tmp_path / "runs"
+    if command == "mas":
+        args = ["mas", "--task", "aime24", "--data-files", str(data.path)]
+    else:
+        args = ["games", "--games", "tic_tac_toe", "--opponents", "random", "--episodes", "1"]
+    with srv:
+        res = run_cli([*args, "--base-url", srv.base_url, "--output", str(output)], env=ENV)
+    clean_exit(res, 2)
+    assert res.stderr.count("\n") == 1 and "'m\\ud800[/]x' is not valid Unicode" in res.stderr
+    assert not output.exists() and srv.stats()["calls"] == 0

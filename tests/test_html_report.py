@@ -156,14 +156,11 @@ def _games_runs(root: Path) -> Path:
     """Two built-in agents on tic-tac-toe against random, same seeds: episodes pair one to one."""
     import asyncio
 
-    from mars_eval.games.runner import build_config, run_games
+    from mars_eval.games.runner import run_games
+    from tests.support.games_config import games_config
 
     for agent in ("random", "mcts"):
-        cfg = build_config(
-            games="tic_tac_toe", train=False, held_out=False, model=None, base_url=[], agent=agent,
-            opponents="random", episodes=6, seed=0, output=str(root), concurrency=None,
-            max_tokens=None, temperature=None, thinking=None, prompt_style=None, fresh=False,
-        )  # fmt: skip
+        cfg = games_config(root, games="tic_tac_toe", agent=agent, opponents="random", episodes=6)
         asyncio.run(run_games(cfg, progress=False))
     return root
 

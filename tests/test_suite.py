@@ -17,6 +17,7 @@ from mars_eval.suite import SharedPool, parse_data_files, route, served_models
 from mars_eval.tasks import make_task
 from tests.support.cli import run_cli
 from tests.support.datasets import tag, write_aime_set
+from tests.support.games_config import games_options
 from tests.support.scripted_policy import FaultPlan, Reply, ScriptedRequest
 
 N = 4
@@ -256,11 +257,8 @@ def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
 
     monkeypatch.setattr(games_runner, "run_games", fake_run_games)
     monkeypatch.setattr(games_runner, "print_results", lambda *a, **k: None)
-    options = dict(
-        games="kuhn_poker", train=False, held_out=False, base_url=["http://127.0.0.1:9/v1"], agent=None,
-        opponents=None, episodes=2, seed=0, output="runs", concurrency=None, max_tokens=None,
-        temperature=None, thinking=None, prompt_style=None, fresh=False,
-    )  # fmt: skip
+    options = games_options("runs", games="kuhn_poker", base_url=["http://127.0.0.1:9/v1"], episodes=2)
+    del options["model"]  # given per call below
     code = games_runner.games_command(json_out=True, model=["a", "b"], **options)
     assert ran == ["a", "b"] and code == 3  # b had an errored episode
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

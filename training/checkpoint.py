@@ -21,6 +21,7 @@ import os
 import random
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def atomic_dir_write(target: Path, write) -> Path:  # noqa: ANN001 (write: Callable[[Path], None])
+def atomic_dir_write(target: Path, write: Callable[[Path], None]) -> Path:
     """Call write(tmp_dir), then move tmp_dir to target atomically (replacing it)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ def opponent_specs(game: str, requested: tuple[str, ...]) -> list[str]:
 
 def evaluate(
     worker: RolloutWorker, games: tuple[str, ...], opponents: tuple[str, ...], episodes: int, seed: int
-):
+) -> dict[str, float]:
     """{"eval/<game>/<opponent>/p<seat>/normalized": .., ".../invalid": ..} and a mean."""
     specs: list[EpisodeSpec] = []
     for game_name in games:

@@ -34,7 +34,9 @@ def is_mixed(compute: str, master: str) -> bool:
     return compute != master
 
 
-def compute_context(device: torch.device, compute: str, master: str, sharded: bool = False):
+def compute_context(
+    device: torch.device, compute: str, master: str, sharded: bool = False
+) -> contextlib.AbstractContextManager[Any]:
     """The context for the policy's forward/backward: autocast when mixed on one process."""
     if not is_mixed(compute, master) or sharded:
         return contextlib.nullcontext()

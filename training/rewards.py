@@ -53,7 +53,7 @@ class RewardShaping:
     length_penalty_max: float = 0.5
 
     @classmethod
-    def from_config(cls, cfg) -> RewardShaping:
+    def from_config(cls, cfg: Any) -> RewardShaping:
         return cls(**{k: getattr(cfg, k) for k in cls.__dataclass_fields__})
 
     def length_penalty(self, n_tokens: int) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,9 @@ def soft_targets(sampled: list[int], legal: list[list[int]]) -> list[dict[int, f
     return out
 
 
-def supervised_warmstart(model: torch.nn.Module, tokenizer: Any, cfg: Any, log=print) -> dict[str, float]:
+def supervised_warmstart(
+    model: torch.nn.Module, tokenizer: Any, cfg: Any, log: Callable[[str], None] = print
+) -> dict[str, float]:
     """Soft-target cross-entropy on the answer tokens (+ end-of-turn) of legal moves.
 
     Loss per example: sum_t CE(q_t, p_theta(. | prompt, answer_<t)) / len(answer), with q_t from

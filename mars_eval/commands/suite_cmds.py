@@ -14,24 +14,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mars_eval.models.base import ConfigError, SamplingParams
-from mars_eval.options import (
-    Agents,
-    JsonSummary,
-    Limit,
-    MaxAttempts,
-    MaxTokens,
-    MinP,
-    PresencePenalty,
-    RequestTimeout,
-    Rounds,
-    Seed,
-    Temperature,
-    Thinking,
-    TopK,
-    TopP,
-    Votes,
-)
+from mars_eval import options as opt
+from mars_eval.models.base import ConfigError
 from mars_eval.report import shown as escape  # markup escaped, control characters shown
 
 Repeat = list[str] | None
@@ -71,64 +55,44 @@ def suite(
             show_default="the hub datasets",
         ),
     ] = None,
-    limit: Limit = None,
-    samples: Annotated[int, typer.Option(help="Samples per problem (K)")] = 1,
+    limit: opt.Limit = None,
+    samples: opt.Samples = 1,
     concurrency: Annotated[
         int | None,
         typer.Option(
             help="Max calls in flight, whole suite", show_default="512 over HTTP, batches of 64 in-process"
         ),
     ] = None,
-    seed: Seed = 0,
-    temperature: Temperature = None,
-    top_p: TopP = None,
-    top_k: TopK = None,
-    min_p: MinP = None,
-    presence_penalty: PresencePenalty = None,
-    max_tokens: MaxTokens = None,
-    thinking: Thinking = True,
-    rounds: Rounds = None,
-    agents: Agents = None,
-    votes: Votes = None,
-    output: Annotated[str, typer.Option(help="Folder that holds the run folders")] = "results/runs",
+    seed: opt.Seed = 0,
+    temperature: opt.Temperature = None,
+    top_p: opt.TopP = None,
+    top_k: opt.TopK = None,
+    min_p: opt.MinP = None,
+    presence_penalty: opt.PresencePenalty = None,
+    max_tokens: opt.MaxTokens = None,
+    thinking: opt.Thinking = True,
+    rounds: opt.Rounds = None,
+    agents: opt.Agents = None,
+    votes: opt.Votes = None,
+    output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start every cell over instead of resuming")] = False,
-    json_out: JsonSummary = False,
-    request_timeout: RequestTimeout = None,
-    max_attempts: MaxAttempts = None,
-    engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
-    autogen_client: Annotated[
-        str, typer.Option(help="autogen's model client: openai, adapter, auto")
-    ] = "auto",
-    autogen_style: Annotated[
-        str, typer.Option(help="autogen conversation: maslab (MASLab's AutoGen) or solver-reviewer")
-    ] = "maslab",
-    mad_judge: Annotated[
-        str, typer.Option(help="Which round MAD's judge is shown: first-round (the references) or last-round")
-    ] = "first-round",
-    gpqa_order: Annotated[
-        str, typer.Option(help="GPQA option order: shuffled, or maslab (unshuffled; GPQA tasks only)")
-    ] = "shuffled",
+    json_out: opt.JsonSummary = False,
+    request_timeout: opt.RequestTimeout = None,
+    max_attempts: opt.MaxAttempts = None,
+    engine: opt.Engine = "auto",
+    autogen_client: opt.AutogenClient = "auto",
+    autogen_style: opt.AutogenStyle = "maslab",
+    mad_judge: opt.MadJudge = "first-round",
+    gpqa_order: opt.GpqaOrder = "shuffled",
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
+    given = dict(locals())  # the options as given, by name (before anything is reassigned)
     from mars_eval import validate
-    from mars_eval.runner import EvalConfig
     from mars_eval.suite import SuitePlan, parse_data_files, run_suite
     from mars_eval.tables import mas_cells
     from mars_eval.tasks import make_task
 
-    validate.check_sampling(
-        temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, max_tokens=max_tokens
-    )
-    validate.check_run_options(
-        limit=limit,
-        samples=samples,
-        votes=votes,
-        rounds=rounds,
-        agents=agents,
-        concurrency=concurrency,
-        request_timeout=request_timeout,
-        max_attempts=max_attempts,
-    )
+    opt.check_shared(given)
     validate.check_base_urls(base_url)
     validate.check_output_dir(output)
     if not system:
@@ -146,35 +110,7 @@ def suite(
     files = parse_data_files(data_files, tasks)
     files = {_gpqa_order(t, gpqa_order): f for t, f in files.items()}
     tasks = list(dict.fromkeys(_gpqa_order(t, gpqa_order) for t in tasks))
-    params = SamplingParams.for_mode(
-        thinking,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        min_p=min_p,
-        presence_penalty=presence_penalty,
-        max_tokens=max_tokens,
-    )
-    template = EvalConfig(
-        task=tasks[0],
-        base_urls=list(base_url or []),
-        limit=limit,
-        samples=samples,
-        concurrency=concurrency,
-        seed=seed,
-        params=params,
-        output=output,
-        fresh=fresh,
-        rounds=rounds,
-        agents=agents,
-        votes=votes,
-        request_timeout=request_timeout,
-        max_attempts=max_attempts,
-        engine=engine,
-        autogen_client=autogen_client,
-        autogen_style=autogen_style,
-        mad_judge=mad_judge,
-    )
+    template = opt.eval_config(given, task=tasks[0])
     plan = SuitePlan(
         models=models,
         systems=list(dict.fromkeys(system)),
@@ -182,15 +118,25 @@ def suite(
         template=template,
         data_files=files,
     )
-    cells = asyncio.run(run_suite(plan))
+    from mars_eval.store import config_hash, held_lock
+
+    # An identical suite already running would split the cells with this one (each refused the
+    # other's run folders): the second one stops here instead, before any work.
+    Path(output).mkdir(parents=True, exist_ok=True)
+    same = config_hash({k: v for k, v in given.items() if k != "json_out"})
+    with held_lock(Path(output) / f".suite-{same}.lock", f"the output folder {output} for this suite"):
+        cells = asyncio.run(run_suite(plan))
     _write_suite_file(plan)
     table_runs = _cell_runs(cells)
     out = Console() if sys.stdout.isatty() else Console(width=160)
     _print_suite_table(plan, cells, mas_cells(table_runs), out)
     if json_out:
         print(json.dumps({"output": output, "runs": _json_rows(cells, table_runs)}, default=str), flush=True)
-    if any(c.failure for c in cells):
-        raise typer.Exit(1)
+    failures = [c.failure for c in cells if c.failure]
+    if failures:
+        # Cells refused as bad input (a run folder in use, a model that cannot load) mean "fix
+        # or repeat the command" (2); any other failure is unexpected (1).
+        raise typer.Exit(2 if all(f.startswith("bad input:") for f in failures) else 1)
     if any((c.summary or {}).get("errors") for c in cells):
         raise typer.Exit(3)
 

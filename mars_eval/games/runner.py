@@ -33,13 +33,13 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mars_eval.games import ALL_GAMES, GAMES_HELD_OUT, GAMES_TRAIN, PROMPT_STYLES, make_game
@@ -48,7 +48,7 @@ from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
 from mars_eval.games.play import outcome, play_episode, summarize_episodes
 from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
-from mars_eval.report import shown
+from mars_eval.report import progress_bar, shown
 from mars_eval.stats import episode_intervals, format_interval
 from mars_eval.store import CachedClient, RunStore, slug
 
@@ -358,15 +358,7 @@ async def _run(
         )
     gate = asyncio.Semaphore(cfg.concurrency)
     errors = invalid = 0
-    bar = Progress(
-        TextColumn("[bold]episodes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[stats]}"),
-        console=console,
-        disable=not show_progress,
-    )
+    bar = progress_bar(console, "episodes", show_progress)
     with bar:
         task = bar.add_task("episodes", total=len(units), completed=len(units) - len(todo), stats="")
 
@@ -442,64 +434,64 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
+def _print_table(
+    console: Console,
+    title: str,
+    cols: tuple[str, ...],
+    rows: list[dict[str, Any]],
+    cells: Callable[[dict[str, Any]], tuple[str, ...]],
+) -> None:
+    """One results table: a row per (game, opponent, seat); `cells` gives the figures after n,
+    dashes (not zeros) where every episode errored."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, col in enumerate(cols):
+        table.add_column(col, justify="left" if i < 3 else "right", no_wrap=True)
+    for r in rows:
+        figures = cells(r) if r["episodes"] else ("-",) * (len(cols) - 4)
+        table.add_row(r["game"], r["opponent"], r["seat"], str(r["episodes"]), *figures)
+    console.print(table)
+
+
+def _competitive_cells(r: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        f"[bold]{r['mean_return']:+.3f}[/bold]",
+        format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:+.2f}"),
+        f"[bold]{_pct(r['win_rate'])}[/bold]",
+        format_interval(r.get("win_rate_ci_low"), r.get("win_rate_ci_high"), "{:.0f}%", 100),
+        _pct(r["draw_rate"]),
+        _pct(r["loss_rate"]),
+        _pct(r["invalid_rate"]),
+        f"{r['normalized_return']:.1f}",
+    )
+
+
+def _cooperative_cells(r: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        f"[bold]{r['mean_return']:.2f}[/bold]",
+        format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:.2f}"),
+        f"{r['score_std']:.2f}",
+        *(_num(r[k]) for k in ("score_min", "score_median", "score_max")),
+        _pct(r["perfect_rate"]),
+        _pct(r["zero_rate"]),
+        _pct(r["invalid_rate"]),
+        f"{r['normalized_return']:.1f}",
+    )
+
+
 def print_results(summary: dict[str, Any], console: Console) -> None:
     who = shown(summary["agent"] or summary["model"])
     rows = selected_rows(summary)
     competitive = [r for r in rows if not r.get("cooperative")]
     cooperative = [r for r in rows if r.get("cooperative")]
     if competitive:
-        table = Table(title=f"games · {who}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         cols = ("game", "opponent", "seat", "n", "mean", "95% CI", "win", "95% CI", "draw", "loss")
-        for col in (*cols, "invalid", "norm"):
-            left = col in ("game", "opponent", "seat")
-            table.add_column(col, justify="left" if left else "right", no_wrap=True)
-        for r in competitive:
-            if not r["episodes"]:  # every episode errored: no figures (not zeros) to show
-                table.add_row(r["game"], r["opponent"], r["seat"], "0", *("-",) * 8)
-                continue
-            table.add_row(
-                r["game"],
-                r["opponent"],
-                r["seat"],
-                str(r["episodes"]),
-                f"[bold]{r['mean_return']:+.3f}[/bold]",
-                format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:+.2f}"),
-                f"[bold]{_pct(r['win_rate'])}[/bold]",
-                format_interval(r.get("win_rate_ci_low"), r.get("win_rate_ci_high"), "{:.0f}%", 100),
-                _pct(r["draw_rate"]),
-                _pct(r["loss_rate"]),
-                _pct(r["invalid_rate"]),
-                f"{r['normalized_return']:.1f}",
-            )
-        console.print(table)
+        _print_table(console, f"games · {who}", (*cols, "invalid", "norm"), competitive, _competitive_cells)
     if cooperative:
-        title = f"cooperative games (team score) · {who}"
-        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         # The seat tells apart the two rows of a game played with a partner (not in self-play).
         cols = ("game", "partner", "seat", "n", "mean", "95% CI", "std", "min", "median", "max")
         cols += ("perfect", "zero", "invalid", "norm")
-        for col in cols:
-            left = col in ("game", "partner", "seat")
-            table.add_column(col, justify="left" if left else "right", no_wrap=True)
-        for r in cooperative:
-            if not r["episodes"]:
-                table.add_row(r["game"], r["opponent"], r["seat"], "0", *("-",) * 10)
-                continue
-            table.add_row(
-                r["game"],
-                r["opponent"],
-                r["seat"],
-                str(r["episodes"]),
-                f"[bold]{r['mean_return']:.2f}[/bold]",
-                format_interval(r.get("mean_return_ci_low"), r.get("mean_return_ci_high"), "{:.2f}"),
-                f"{r['score_std']:.2f}",
-                *(_num(r[k]) for k in ("score_min", "score_median", "score_max")),
-                _pct(r["perfect_rate"]),
-                _pct(r["zero_rate"]),
-                _pct(r["invalid_rate"]),
-                f"{r['normalized_return']:.1f}",
-            )
-        console.print(table)
+        title = f"cooperative games (team score) · {who}"
+        _print_table(console, title, cols, cooperative, _cooperative_cells)
     console.print(summary["normalization"], markup=False)
     if summary["errors"]:
         console.print(

@@ -196,46 +196,49 @@ class AutoGenChat:
     def _maslab_team(
         self, task: Task, ctx: SampleContext
     ) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
-        clients = [self._model_client(ctx, ASSISTANT), self._model_client(ctx, USER_PROXY)]
-        assistant = AssistantAgent(
-            ASSISTANT,
-            model_client=clients[0],
-            system_message=MASLAB_ASSISTANT_SYSTEM.format(answer_format=task.answer_format),
-            model_context=_NoThoughtContext(),
-            description="Solves the task.",
+        system = MASLAB_ASSISTANT_SYSTEM.format(answer_format=task.answer_format)
+        return self._team(
+            ctx,
+            [
+                (ASSISTANT, system, _NoThoughtContext(), "Solves the task."),
+                # MASLab's empty user-proxy system message: none is sent
+                (USER_PROXY, None, _ProxyContext(USER_PROXY), "Stands for the user who asked."),
+            ],
+            stop_sources=[ASSISTANT, USER_PROXY],
         )
-        proxy = AssistantAgent(
-            USER_PROXY,
-            model_client=clients[1],
-            system_message=None,  # MASLab's empty user-proxy system message: none is sent
-            model_context=_ProxyContext(USER_PROXY),
-            description="Stands for the user who asked.",
-        )
-        stop = ChatTextMention(TERMINATE, sources=[ASSISTANT, USER_PROXY]) | MaxMessageTermination(
-            self.max_calls + 1
-        )
-        return RoundRobinGroupChat([assistant, proxy], termination_condition=stop), clients
 
     def _review_team(
         self, task: Task, ctx: SampleContext
     ) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
-        clients = [self._model_client(ctx, ASSISTANT), self._model_client(ctx, REVIEWER)]
-        assistant = AssistantAgent(
-            ASSISTANT,
-            model_client=clients[0],
-            system_message=ASSISTANT_SYSTEM.format(answer_format=task.answer_format),
-            model_context=_NoThoughtContext(),
-            description="Solves the problem.",
+        fmt = task.answer_format
+        solve, review = ASSISTANT_SYSTEM.format(answer_format=fmt), REVIEWER_SYSTEM.format(answer_format=fmt)
+        return self._team(
+            ctx,
+            [
+                (ASSISTANT, solve, _NoThoughtContext(), "Solves the problem."),
+                (REVIEWER, review, _NoThoughtContext(), "Reviews the solution."),
+            ],
+            stop_sources=[ASSISTANT],
         )
-        reviewer = AssistantAgent(
-            REVIEWER,
-            model_client=clients[1],
-            system_message=REVIEWER_SYSTEM.format(answer_format=task.answer_format),
-            model_context=_NoThoughtContext(),
-            description="Reviews the solution.",
-        )
-        stop = ChatTextMention(TERMINATE, sources=[ASSISTANT]) | MaxMessageTermination(self.max_calls + 1)
-        return RoundRobinGroupChat([assistant, reviewer], termination_condition=stop), clients
+
+    def _team(
+        self,
+        ctx: SampleContext,
+        members: list[tuple[str, str | None, _NoThoughtContext, str]],
+        stop_sources: list[str],
+    ) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
+        """Round-robin chat of `members` (name, system message, model context, description), each
+        with its own model client; it stops at a TERMINATE from `stop_sources` or after
+        max_calls model messages (MaxMessageTermination counts the task message too)."""
+        clients = [self._model_client(ctx, name) for name, *_ in members]
+        agents = [
+            AssistantAgent(
+                name, model_client=client, system_message=system, model_context=context, description=about
+            )
+            for (name, system, context, about), client in zip(members, clients, strict=True)
+        ]
+        stop = ChatTextMention(TERMINATE, sources=stop_sources) | MaxMessageTermination(self.max_calls + 1)
+        return RoundRobinGroupChat(agents, termination_condition=stop), clients
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         team, clients = self.build_team(task, ctx)

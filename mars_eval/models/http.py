@@ -487,6 +487,12 @@ class HTTPClient:
                     raise ConfigError(
                         f"model {self.model!r} not served at {endpoint.base}; it serves: {', '.join(served)}"
                     )
+        if self.model is not None and any("\ud800" <= ch <= "\udfff" for ch in self.model):
+            # A lone surrogate cannot be encoded into a request: every call would fail.
+            raise ConfigError(
+                f"model name {self.model!r} is not valid Unicode (a lone surrogate), so no request "
+                "can name it; serve the model under another name (vLLM: --served-model-name)"
+            )
 
     async def _list_models(
         self, probe: aiohttp.ClientSession, endpoint: Endpoint, attempts: int

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from mars_eval.games.runner import build_config, run_games
+from mars_eval.games.runner import run_games
 from mars_eval.models.tiny import build_tiny_model
+from tests.support.games_config import games_config
 
 
 @pytest.fixture(scope="module")
@@ -24,23 +25,8 @@ def tiny_checkpoint(tmp_path_factory):
 def test_tiny_checkpoint_plays_through_the_engine(tmp_path, tiny_checkpoint):
     from mars_eval.models.transformers_engine import TransformersEngine
 
-    cfg = build_config(
-        games="tic_tac_toe,kuhn_poker",
-        train=False,
-        held_out=False,
-        model=tiny_checkpoint,
-        base_url=[],
-        agent=None,
-        opponents="random",
-        episodes=2,
-        seed=0,
-        output=str(tmp_path),
-        concurrency=None,
-        max_tokens=None,
-        temperature=None,
-        thinking=None,
-        prompt_style=None,
-        fresh=False,
+    cfg = games_config(
+        tmp_path, games="tic_tac_toe,kuhn_poker", model=tiny_checkpoint, opponents="random", episodes=2
     )
     assert cfg.prompt_style == "compact" and cfg.params.max_tokens == 8 and not cfg.params.thinking
     engine = TransformersEngine(tiny_checkpoint)

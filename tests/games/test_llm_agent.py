@@ -11,31 +11,14 @@ import pytest
 
 from mars_eval.games import make_game
 from mars_eval.games.agents import BuiltinAgent
-from mars_eval.games.runner import build_config, run_games
+from mars_eval.games.runner import run_games
 from mars_eval.models.base import ChatResponse, ConfigError, ModelAccessError
 from tests.games.game_fakes import FakeCall, FakeClient, first_legal, legal_in
+from tests.support.games_config import games_config
 
 
 def config(tmp_path, **kw):
-    base = dict(
-        games="kuhn_poker",
-        train=False,
-        held_out=False,
-        model="fake-model",
-        base_url=[],
-        agent=None,
-        opponents=None,
-        episodes=4,
-        seed=0,
-        output=str(tmp_path),
-        concurrency=None,
-        max_tokens=None,
-        temperature=None,
-        thinking=None,
-        prompt_style=None,
-        fresh=False,
-    )
-    return build_config(**{**base, **kw})
+    return games_config(tmp_path, **{"games": "kuhn_poker", "model": "fake-model", "episodes": 4, **kw})
 
 
 def run(cfg, client):

@@ -11,11 +11,10 @@ import pytest
 from mars_eval.models.base import ContextOverflowError, ModelAccessError, SamplingParams
 from mars_eval.models.context import Overflow, overflow_of, parse_context_overflow, room_for_reply
 from mars_eval.models.http import HTTPClient
-from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.context_limits import STYLES, ContextLimit
 from tests.support.scripted_policy import Reply
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import ScriptedServer, run_mas
 
 M = "This model's maximum context length is 8192 tokens."
 WORDINGS = [
@@ -183,15 +182,7 @@ def test_overflowing_samples_are_scored_wrong_and_counted_never_errors(tmp_path)
         return Reply(f"So the answer is \\boxed{{{golds[req.messages[-1]['content']]}}}.")
 
     with ScriptedServer(policy, context=ContextLimit(44, "vllm-0.11")) as srv:
-        cfg = EvalConfig(
-            task="arith",
-            model=srv.app.model,
-            base_urls=[srv.base_url],
-            limit=12,
-            output=str(tmp_path),
-            params=SamplingParams(max_tokens=32, thinking=False),
-        )
-        summary = asyncio.run(run_eval(cfg, progress=False))
+        summary = run_mas(srv, tmp_path, limit=12, params=SamplingParams(max_tokens=32, thinking=False))
     assert summary["errors"] == 0
     assert summary["context_overflow"] == too_long
     assert summary["context_overflow_rate"] == pytest.approx(too_long / 12)

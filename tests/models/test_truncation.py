@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from mars_eval.models.base import SamplingParams, split_thinking
 from mars_eval.models.http import parse_completion
-from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.scripted_policy import Reply
-from tests.support.scripted_server import ScriptedServer
+from tests.support.scripted_server import ScriptedServer, run_mas
 
 THOUGHT = "Let me compute. 30 - 4 + 8 = 34, so maybe \\boxed{34}; wait, then 15 get off"
 
@@ -57,15 +54,7 @@ def _run(tmp_path, thinking: bool):
         return Reply(f"</think>The answer is \\boxed{{{golds[prompt]}}}.")
 
     with ScriptedServer(policy) as srv:
-        cfg = EvalConfig(
-            task="arith",
-            model=srv.app.model,
-            base_urls=[srv.base_url],
-            limit=4,
-            output=str(tmp_path),
-            params=SamplingParams(max_tokens=64, thinking=thinking),
-        )
-        return asyncio.run(run_eval(cfg, progress=False))
+        return run_mas(srv, tmp_path, limit=4, params=SamplingParams(max_tokens=64, thinking=thinking))
 
 
 def test_cut_off_thinking_scores_no_answer_and_counts_truncated(tmp_path):
@@ -92,15 +81,7 @@ def test_autogen_over_http_follows_the_same_rule(tmp_path, thinking, accuracy, n
         return Reply(text, finish_reason="length")
 
     with ScriptedServer(policy) as srv:
-        cfg = EvalConfig(
-            task="arith",
-            system="autogen",
-            model=srv.app.model,
-            base_urls=[srv.base_url],
-            limit=3,
-            output=str(tmp_path),
-            params=SamplingParams(max_tokens=64, thinking=thinking),
-        )
-        summary = asyncio.run(run_eval(cfg, progress=False))
+        params = SamplingParams(max_tokens=64, thinking=thinking)
+        summary = run_mas(srv, tmp_path, system="autogen", limit=3, params=params)
     assert summary["errors"] == 0 and summary["accuracy"] == pytest.approx(accuracy)
     assert summary["no_answer"] == no_answer and summary["truncated"] == 3

@@ -13,10 +13,11 @@ import json
 import shutil
 from pathlib import Path
 
-from mars_eval.games.runner import build_config, run_games
+from mars_eval.games.runner import run_games
 from mars_eval.models.base import ChatResponse, ModelAccessError, SamplingParams
 from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
+from tests.support.games_config import games_config
 
 N = 6
 REPO = Path(__file__).resolve().parents[2]
@@ -90,24 +91,7 @@ def make_runs(root: Path) -> Path:
     """Write every kind of run folder under `root` and return it."""
     root.mkdir(parents=True, exist_ok=True)
     asyncio.run(_make_mas(root / "mas"))
-    games = build_config(
-        games="kuhn_poker",
-        train=False,
-        held_out=False,
-        model=None,
-        base_url=[],
-        agent="random",
-        opponents=None,
-        episodes=4,
-        seed=0,
-        output=str(root / "games"),
-        concurrency=None,
-        max_tokens=None,
-        temperature=None,
-        thinking=None,
-        prompt_style=None,
-        fresh=False,
-    )
+    games = games_config(root / "games", games="kuhn_poker", agent="random", episodes=4)
     asyncio.run(run_games(games, progress=False))
     train = root / "train"
     train.mkdir()

@@ -19,7 +19,20 @@ from training.rollout import (
 )
 
 
-class FirstEmptyCell:
+class ScriptedEngine:
+    """The engine calls a rollout makes besides `generate`: nothing to do for a script."""
+
+    def update_weights(self, named):
+        pass
+
+    def sleep(self):
+        pass
+
+    def wake_up(self):
+        pass
+
+
+class FirstEmptyCell(ScriptedEngine):
     """A scripted engine: answers the first empty cell; seats in `broken` answer garbage."""
 
     def __init__(self, tok, broken=()):
@@ -41,15 +54,6 @@ class FirstEmptyCell:
             ids = self.tok(answer, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
             out.append(Generation(ids, [-0.1] * len(ids), True))
         return out
-
-    def update_weights(self, named):
-        pass
-
-    def sleep(self):
-        pass
-
-    def wake_up(self):
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +132,7 @@ def test_only_learner_response_tokens_have_loss_mask(micro_model_dir, tok):
         assert torch.allclose(logp[b][mask[b] > 0], torch.tensor(t.behaviour_logprobs), atol=1e-4)
 
 
-class ReferenceFirstLegal:
+class ReferenceFirstLegal(ScriptedEngine):
     """A scripted engine for the reference prompt style: the first of the LEGAL ACTIONS, or a
     reply that never stops (cut off at the token limit) when `runaway`."""
 
@@ -153,15 +157,6 @@ class ReferenceFirstLegal:
                 )
             )
         return out
-
-    def update_weights(self, named):
-        pass
-
-    def sleep(self):
-        pass
-
-    def wake_up(self):
-        pass
 
 
 def test_reference_prompt_style_trains_on_the_reference_text(tok):
