@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 from rich.console import Console
 
-from mars_eval.mas import make_system
+from mars_eval.mas import system_for
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
@@ -266,15 +266,7 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
     if template.samples < 1:
         raise ConfigError("--samples must be at least 1")
     for system in plan.systems:  # unknown systems and bad system options: one line, exit 2
-        make_system(
-            system,
-            rounds=template.rounds,
-            agents=template.agents,
-            votes=template.votes,
-            autogen_client=template.autogen_client,
-            autogen_style=template.autogen_style,
-            mad_judge=template.mad_judge,
-        )
+        system_for(system, template)
     loaded = load_problems(plan)
     limit = template.limit
     counts = {t: len(p if limit is None else p[:limit]) for t, p in loaded.items()}

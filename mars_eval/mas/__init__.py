@@ -73,3 +73,13 @@ def make_system(name: str, **options: Any) -> System:
 
         return MajorityVote(votes=opts.get("votes"))
     raise ConfigError(f"unknown system {name!r}; choose one of: {', '.join(SYSTEM_NAMES)}")
+
+
+# The run configuration's fields (EvalConfig's) that make_system reads.
+SYSTEM_OPTIONS = ("rounds", "agents", "votes", "autogen_client", "autogen_style", "mad_judge")
+
+
+def system_for(name: str, cfg: Any) -> System:
+    """`make_system` with the system options of a run configuration (an EvalConfig): one list of
+    which run options reach a system, for every caller."""
+    return make_system(name, **{k: getattr(cfg, k) for k in SYSTEM_OPTIONS})

@@ -135,16 +135,21 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         endpoint = getattr(ctx.client, "inner", None)  # the runner's HTTPClient, when there is one
         strict = bool(getattr(endpoint, "strict_fields", False))
         args = dict(extra_create_args)
+
+        async def send(strict: bool) -> CreateResult:
+            return await OpenAIChatCompletionClient.create(
+                self,
+                messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                json_output=json_output,
+                extra_create_args=self._create_args_for(args, seed, strict),
+                cancellation_token=cancellation_token,
+            )
+
         try:
             try:
-                result = await super().create(
-                    messages,
-                    tools=tools,
-                    tool_choice=tool_choice,
-                    json_output=json_output,
-                    extra_create_args=self._create_args_for(args, seed, strict),
-                    cancellation_token=cancellation_token,
-                )
+                result = await send(strict)
             except openai.APIStatusError as exc:
                 # A strict server (`transformers serve`) rejects vLLM's top_k/min_p: as HTTPClient does,
                 # drop them (for every client sharing the endpoint) and ask again.
@@ -152,14 +157,7 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
                     raise
                 if endpoint is not None:
                     endpoint.strict_fields = True
-                result = await super().create(
-                    messages,
-                    tools=tools,
-                    tool_choice=tool_choice,
-                    json_output=json_output,
-                    extra_create_args=self._create_args_for(args, seed, True),
-                    cancellation_token=cancellation_token,
-                )
+                result = await send(True)
         except (openai.APIError, httpx.HTTPError) as exc:
             cause = exc.__cause__
             text = str(cause) if isinstance(cause, NotJSONReply) else f"{type(exc).__name__}: {exc}"

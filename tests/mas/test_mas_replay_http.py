@@ -8,7 +8,6 @@ server received.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import sqlite3
@@ -19,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from mars_eval.mas.base import expanded_transcript, replay_prompts
-from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.store import RunStore
 from tests.support.datasets import write_aime_set
 from tests.support.scripted_policy import Reply, ScriptedRequest
+from tests.support.scripted_server import run_mas
 
 REPLY_WORDS = 600  # ~4.8 kB of content per reply
 THINK_WORDS = 400
@@ -52,15 +51,14 @@ class LongReplies:
 
 def _run(tmp_path: Path, srv, system: str, problems: int = 3) -> Path:
     data = write_aime_set(tmp_path / "d.jsonl", n=problems)
-    cfg = EvalConfig(
+    summary = run_mas(
+        srv,
+        tmp_path / "runs",
         task="aime24",
         system=system,
         model="scripted-model",
-        base_urls=[srv.base_url],
         data_files=str(data.path),
-        output=str(tmp_path / "runs"),
     )
-    summary = asyncio.run(run_eval(cfg, progress=False))
     assert summary["errors"] == 0, summary
     return Path(summary["run_dir"])
 

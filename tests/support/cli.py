@@ -78,7 +78,7 @@ def run_cli(args: list[str], *, timeout: float = 120, env: dict[str, str] | None
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
-def start_cli(args: list[str], *, env: dict[str, str] | None = None, stdout=None) -> subprocess.Popen:
+def start_cli(args: list[str], *, env: dict[str, str] | None = None, stdout: Any = None) -> subprocess.Popen:
     """Start the CLI without waiting (for kill-and-resume tests)."""
     return subprocess.Popen(
         [*mars_eval_command(), *args],

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from mars_eval.games.runner import run_games
-from mars_eval.models.base import ChatResponse, ModelAccessError, SamplingParams
+from mars_eval.models.base import ChatResponse, Message, ModelAccessError, SamplingParams
 from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.games_config import games_config
@@ -33,7 +33,7 @@ class FakeModel:
         problems = make_task("arith").load()[:N]
         self.index = {p.question: (i, p.gold) for i, p in enumerate(problems)}
 
-    async def chat(self, messages, params):
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         text = "\n".join(m["content"] for m in messages)
         i, gold = next(v for q, v in self.index.items() if q in text)
         if i in self.broken:

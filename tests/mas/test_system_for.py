@@ -1,0 +1,38 @@
+"""`system_for`: every system option of a run configuration reaches the system (suite and runner
+build systems through it, so a new option is added in one place)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mars_eval.mas import SYSTEM_OPTIONS, system_for
+from mars_eval.runner import EvalConfig
+
+
+def test_every_system_option_is_a_run_config_field() -> None:
+    fields = {f.name for f in dataclasses.fields(EvalConfig)}
+    assert set(SYSTEM_OPTIONS) <= fields
+
+
+def test_system_for_passes_the_run_configs_options() -> None:
+    cfg = EvalConfig(
+        task="arith",
+        rounds=5,
+        agents=4,
+        votes=7,
+        autogen_client="openai",
+        autogen_style="solver-reviewer",
+        mad_judge="last-round",
+    )
+    mad = system_for("mad", cfg)
+    assert (mad.rounds, mad.judge_sees) == (5, "last-round")
+    debate = system_for("debate", cfg)
+    assert (debate.agents, debate.rounds) == (4, 5)
+    assert system_for("vote", cfg).votes == 7
+    autogen = system_for("autogen", cfg)
+    assert (autogen.rounds, autogen.style, autogen.client) == (5, "solver-reviewer", "openai")
+
+
+def test_unset_options_leave_the_systems_defaults() -> None:
+    mad = system_for("mad", EvalConfig(task="arith"))
+    assert (mad.rounds, mad.judge_sees) == (3, "first-round")
