@@ -25,11 +25,12 @@ from mars_eval.report import shown
 SYSTEMS: dict[str, tuple[str, dict[str, str]]] = {
     "single": ("one agent answers once (the baseline)", {}),
     "mad": (
-        "Multi-Agents-Debate: affirmative and negative debaters, a judge decides",
+        "Liang et al. MAD: affirmative and negative debate, a moderator may end each round; "
+        "else a judge picks after the last",
         {"--rounds": "3", "--mad-judge": "first-round"},
     ),
     "autogen": (
-        "AutoGen group chat (MASLab's conversation)",
+        "AutoGen (MASLab): assistant and user proxy, until TERMINATE or 3 assistant turns",
         {"--rounds": "3", "--autogen-style": "maslab", "--autogen-client": "auto"},
     ),
     "debate": (
