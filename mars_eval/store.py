@@ -19,9 +19,13 @@ a second identical command fails at once (RunInUse, exit 2) instead of sending e
 Text stored once: a reply's text lives in the sample's transcript in samples.jsonl. A call row
 keeps the text only until the sample that made the call is written without an error; then the
 row is rewritten to a reference (sample key, transcript index) plus the reply's small fields, and
-`get_call` rebuilds the reply from the transcript. A sample's `final_text`, when it is the
-content of one of its transcript entries, is written as `final_text_from` (that index) and
-restored by `load_records`. samples.jsonl alone still holds every reply, readable as it is.
+`get_call` rebuilds the reply from the transcript. Those rewrites, and the run's clock, are
+committed together at most once a second (`FLUSH_EVERY_S`) and at close, not once per sample: a
+commit per sample doubled the store's cost per call. A run killed in between keeps those rows
+whole (valid, only larger) and loses under a second of its recorded wall time. A sample's
+`final_text`, when it is the content of one of its transcript entries, is written as
+`final_text_from` (that index) and restored by `load_records`. samples.jsonl alone still holds
+every reply, readable as it is.
 
 Bad text: lone UTF-16 surrogates (JSON "\\ud800", sent by some servers for broken tokens) cannot
 be encoded as UTF-8; every reply is cleaned (`clean_text`) before it is stored or used, so no
@@ -50,6 +54,7 @@ from typing import Any
 from mars_eval.models.base import ChatResponse, ConfigError, Message, ModelClient, SamplingParams
 
 LOCK_NAME = ".lock"
+FLUSH_EVERY_S = 1.0  # reference rewrites and the clock are committed at most this often
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _STORAGE_ERRORS = (OSError, sqlite3.DatabaseError)
 
@@ -65,6 +70,8 @@ class RunInUse(ConfigError):
 
 def clean_text(text: str) -> str:
     """`text` with lone surrogates replaced by U+FFFD, so it can be written as UTF-8 anywhere."""
+    if text.isascii():  # nearly every reply: one fast C scan, no regex over long thinking
+        return text
     return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
 
 
@@ -153,6 +160,8 @@ class RunStore:
         self._unreferenced: dict[tuple, list[tuple[str, dict[str, Any]]]] = {}
         self._wall_final: float | None = None
         self._rewritten = 0  # call rows made references by this process (compacted at close)
+        self._pending: list[tuple[str, str]] = []  # (reference json, call key) not yet committed
+        self._flushed = time.perf_counter()
         try:
             self.created = not self.dir.exists()
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -254,25 +263,35 @@ class RunStore:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one finished unit (must carry a unique "key"); replies' text is kept once."""
-        line = _line(record)
+        data = _line(record)
         with self._writing():
-            data = line.encode("utf-8")
             while data:  # one write() in practice; a short write (disk full) is continued
                 data = data[os.write(self._fd, data) :]
             self._records[record["key"]] = record
-            self._db.execute("BEGIN")  # one commit for the references and the clock
-            try:
-                if not record.get("error"):
-                    self._reference_calls(record)
-                self._save_wall()
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+            if not record.get("error"):
+                self._reference_calls(record)
+            if time.perf_counter() - self._flushed >= FLUSH_EVERY_S:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Commit the pending reference rewrites and the clock in one transaction."""
+        self._db.execute("BEGIN")
+        try:
+            if self._pending:
+                self._db.executemany("UPDATE calls SET response = ? WHERE key = ?", self._pending)
+            self._save_wall()
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        self._rewritten += len(self._pending)
+        self._pending = []
+        self._flushed = time.perf_counter()
 
     def _reference_calls(self, record: dict[str, Any]) -> None:
-        """Rewrite the call rows whose reply text this (final) record now holds into references."""
-        updates = []
+        """Queue the rewrite of the call rows whose reply text this (final) record now holds into
+        references (committed by `_flush`)."""
+        updates = self._pending
         for i, entry in enumerate(record.get("transcript") or ()):
             if not isinstance(entry, dict) or "content" not in entry:
                 continue
@@ -289,9 +308,6 @@ class RunStore:
             if not keys:
                 del self._unreferenced[fp]
             updates.append((json.dumps({**small, "ref": record["key"], "i": i}), key))
-        if updates:
-            self._db.executemany("UPDATE calls SET response = ? WHERE key = ?", updates)
-            self._rewritten += len(updates)
 
     # --- calls ---------------------------------------------------------------------------
     @staticmethod
@@ -361,7 +377,7 @@ class RunStore:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         with self._writing():
-            self._save_wall()
+            self._flush()
             self._atomic_write(
                 self.dir / "summary.json", json.dumps(_clean_any(summary), indent=2, default=str)
             )
@@ -376,7 +392,7 @@ class RunStore:
         """Close files and give the folder back; storage errors here are not worth a traceback."""
         if self._db is not None:
             with contextlib.suppress(*_STORAGE_ERRORS):
-                self._save_wall()
+                self._flush()
                 # Rows that shrank to references leave their pages mostly empty (a page per call
                 # for long replies); VACUUM packs them (cheap: what is left is small). Otherwise
                 # only free pages are given back (executescript: execute() frees one page only).
@@ -396,8 +412,8 @@ class RunStore:
                 setattr(self, name, None)
 
 
-def _line(record: dict[str, Any]) -> str:
-    """One samples.jsonl line: final_text by reference when the transcript holds it; any text that
+def _line(record: dict[str, Any]) -> bytes:
+    """One samples.jsonl line (UTF-8): final_text by reference when the transcript holds it; any text that
     cannot be UTF-8 (lone surrogates from outside) cleaned rather than crashing the run."""
     out = record
     final = record.get("final_text")
@@ -411,10 +427,9 @@ def _line(record: dict[str, Any]) -> str:
                 break
     line = json.dumps(out, ensure_ascii=False, default=str) + "\n"
     try:
-        line.encode("utf-8")
+        return line.encode("utf-8")
     except UnicodeEncodeError:
-        line = json.dumps(_clean_any(out), ensure_ascii=False, default=str) + "\n"
-    return line
+        return (json.dumps(_clean_any(out), ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
 def _expand(rec: dict[str, Any]) -> None:

@@ -13,7 +13,9 @@ LLM conversations:
   fed back) and a user message with the new observation.
 - "compact" style: single-turn, `episode.messages(player, "compact")` each move (what tiny
   trained checkpoints were trained on).
-A reply cut off at the token limit (finish_reason "length") is invalid, as in the reference.
+A reply cut off at the token limit (finish_reason "length") is invalid, as in the reference,
+and so is a turn whose prompt no longer fits the model's context (the reference env manager
+forfeits a turn that leaves too little room): the seat's own failure, scored, never an error.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from mars_eval.games.core import Episode, Game, check_style
 from mars_eval.games.opponents import Opponent, make_opponent
 from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import Message
+from mars_eval.models.context import overflow_of
 
 
 @dataclass
@@ -85,7 +88,14 @@ class LLMAgent:
         self._seen[player] = len(messages) + 1  # this prompt and the reply to it
         # The transcript gets only what is new in this prompt (earlier turns are already in it).
         self.ctx.note("prompt", player=player, messages=messages[seen:], turns=len(messages))
-        resp = await self.ctx.ask(f"player{player}", messages)
+        try:
+            resp = await self.ctx.ask(f"player{player}", messages)
+        except Exception as exc:
+            overflow = overflow_of(exc)
+            if overflow is None:
+                raise
+            self.ctx.note("context_overflow", player=player, message=str(overflow)[:300])
+            return Move(None, f"context overflow: {str(overflow)[:200]}")
         if self.style == "full":
             self._chats[player].append({"role": "assistant", "content": resp.content})
         if self.style == "reference":

@@ -61,6 +61,10 @@ class SampleContext:
     completion_tokens: int = 0
     _ordinals: dict[str, int] = field(default_factory=dict)
     _last_sent: dict[str, list[Message]] = field(default_factory=dict)
+    # (index, text) of the transcript's replies long enough to reference, and how many entries
+    # of the transcript were looked at for them: `_compact` does not walk the whole transcript.
+    _replies: list[tuple[int, str]] = field(default_factory=list)
+    _seen: int = 0
 
     def next_call(self, agent: str) -> tuple[int, int]:
         """Claim `agent`'s next call: (its ordinal n, the derived seed for that call)."""
@@ -122,10 +126,16 @@ class SampleContext:
         content = message.get("content")
         if not isinstance(content, str) or len(content) < MIN_REF_CHARS:
             return dict(message)
-        index: dict[str, int] = {}
-        for i, entry in enumerate(self.transcript):
+        for i in range(self._seen, len(self.transcript)):
+            entry = self.transcript[i]
             text = entry.get("content") if "new_messages" in entry else None
-            if isinstance(text, str) and len(text) >= MIN_REF_CHARS and text in content:
+            if isinstance(text, str) and len(text) >= MIN_REF_CHARS:
+                self._replies.append((i, text))
+        self._seen = len(self.transcript)
+        size = len(content)
+        index: dict[str, int] = {}
+        for i, text in self._replies:
+            if len(text) <= size and text in content:
                 index[text] = i
         if not index:
             return dict(message)

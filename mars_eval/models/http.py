@@ -66,6 +66,14 @@ _MODEL_FIELD = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 
 
+def _search(pattern: re.Pattern[bytes], literal: bytes, data: bytes) -> re.Match[bytes] | None:
+    """`pattern.search(data)`, for a pattern that starts with `literal`: bytes.find skips to the
+    first place a match can start (the regex engine alone takes ~15 us per 50 kB body, on every
+    call; find a fraction of one)."""
+    start = data.find(literal)
+    return None if start < 0 else pattern.search(data, start)
+
+
 @dataclass
 class Endpoint:
     base: str  # base URL ending in /v1, kept as a string (no URL parsing on the hot path)
@@ -201,7 +209,11 @@ class EndpointPool(httpx.AsyncBaseTransport):
             return None
         if not request.url.path.endswith("/chat/completions"):
             return None
-        asked_m, model_m = _MAX_TOKENS_FIELD.search(request.content), _MODEL_FIELD.search(request.content)
+        content = request.content
+        asked_m, model_m = (
+            _search(_MAX_TOKENS_FIELD, b'"max', content),
+            _search(_MODEL_FIELD, b'"model"', content),
+        )
         if asked_m is None or model_m is None:
             return None
         max_len = self.max_model_len.get(model_m.group(1).decode(errors="replace"))
@@ -328,7 +340,10 @@ class EndpointPool(httpx.AsyncBaseTransport):
 
 def _thinking_moved_out(request: httpx.Request, response: httpx.Response) -> httpx.Response:
     """A reply cut off inside thinking, with its text moved to `reasoning_content` (see above)."""
-    if _LENGTH_FINISH.search(response.content) is None or _THINKING_ON.search(request.content) is None:
+    if (
+        _search(_LENGTH_FINISH, b'"finish_reason"', response.content) is None
+        or _search(_THINKING_ON, b'"enable_thinking"', request.content) is None
+    ):
         return response
     try:
         data = json.loads(response.content)

@@ -288,3 +288,29 @@ def test_normalization_is_documented_beside_raw_figures(tmp_path):
     # equilibrium (mean return -0.389 .. +0.056) to 40.3 .. 51.4, so the paper's 3.9 is not min-max.
     kuhn = make_game("kuhn_poker")
     assert round(kuhn.normalize(-7 / 18), 1) == 40.3 and round(kuhn.normalize(1 / 18), 1) == 51.4
+
+
+def test_context_overflow_forfeits_the_turn_instead_of_erroring(tmp_path):
+    """A prompt that no longer fits the context is the seat's own failure: the episode ends by
+    forfeit and is scored (as the reference env manager does), not left out as an error and
+    rerun forever."""
+    from mars_eval.models.base import ContextOverflowError
+
+    def overflow(call: FakeCall):
+        return ContextOverflowError(
+            "the prompt has 328 tokens; the model's context length is 256 tokens", 256, 328
+        )
+
+    cfg = config(tmp_path, games="tic_tac_toe", opponents="random", episodes=3)
+    summary = run(cfg, FakeClient(overflow))
+    assert summary["errors"] == 0
+    rows = rows_by(summary)
+    for seat in ("first", "second"):
+        row = rows[("tic_tac_toe", "random", seat)]
+        assert row["episodes"] == 3 and row["invalid_rate"] == 1.0 and row["loss_rate"] == 1.0
+    records = [json.loads(line) for line in open(f"{summary['run_dir']}/samples.jsonl")]
+    assert all(r["error"] is None and r["invalid_reason"].startswith("context overflow") for r in records)
+    assert all(any(t.get("event") == "context_overflow" for t in r["transcript"]) for r in records)
+    # Any other access failure is still an error (rerun by the next command).
+    other = run(config(tmp_path / "b", episodes=2), FakeClient(lambda c: ModelAccessError("HTTP 500")))
+    assert other["errors"] == 4
