@@ -48,6 +48,15 @@ def as_fraction(value: float, name: str) -> float:
     return x
 
 
+def _generated_size(task: str) -> int | None:
+    """The size of a task generated offline (arith), which reference_figures.json does not list
+    because it is no benchmark; an unknown task name is bad input (ConfigError naming the valid
+    ones) rather than "size not known"."""
+    from mars_eval.tasks import make_task
+
+    return getattr(make_task(task), "n", None)
+
+
 def make_plan(
     *,
     task: str | None,
@@ -100,7 +109,9 @@ def make_plan(
         p = as_fraction(accuracy, "--accuracy")
         if not 0 < p < 1:
             raise ConfigError("--accuracy must be strictly between 0 and 1 (0% and 100%)")
-        problems = problems or ref.task_size(task)
+        # An unknown task name is bad input (one line naming the tasks), also with --problems.
+        size = ref.task_size(task) or _generated_size(task)
+        problems = problems or size
         if problems is None:
             raise ConfigError(f"the number of problems of task {task!r} is not known; give --problems N")
         vc = assumed_components(p, between_share, problems)

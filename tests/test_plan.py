@@ -65,11 +65,21 @@ def test_json_last_line(capsys):
     assert out["samples"] == 8 and out["n_problems"] == 30 and out["paper_gains"] == []
 
 
+def test_generated_task_has_its_own_size():
+    """arith is no hub benchmark (not in reference_figures.json) but knows its size, as `list` shows."""
+    from mars_eval.tasks import make_task
+
+    plan = make_plan(task="arith", accuracy=0.4, delta=0.1)
+    assert plan["n_problems"] == make_task("arith").n == 30
+    assert plan["mde"] == pytest.approx(Z * math.sqrt(0.48 / 30))
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
         (["--delta", "5"], "give --task and --accuracy"),
-        (["--task", "arith", "--accuracy", "40", "--delta", "5"], "--problems"),
+        (["--task", "nope", "--accuracy", "40", "--delta", "5"], "unknown task 'nope'"),
+        (["--task", "nope", "--accuracy", "40", "--delta", "5", "--problems", "30"], "unknown task 'nope'"),
         (["--task", "aime", "--accuracy", "100", "--delta", "5"], "strictly between"),
     ],
 )

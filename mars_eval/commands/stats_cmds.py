@@ -50,7 +50,9 @@ def plan(
             show_default="none: give --task and --accuracy",
         ),
     ] = None,
-    problems: Annotated[int | None, typer.Option(help="Number of problems (default: the task's)")] = None,
+    problems: Annotated[
+        int | None, typer.Option(help="Number of problems", show_default="the task's, or the --from run's")
+    ] = None,
     between_share: Annotated[
         float, typer.Option(help="Without --from: share of the variance that is between problems")
     ] = 0.5,

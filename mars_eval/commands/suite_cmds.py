@@ -38,7 +38,7 @@ def suite(
     task: Annotated[
         Repeat,
         typer.Option(
-            help="Task (repeatable): aime24, aime25, gpqa-diamond, math500, arith",
+            help="Task (repeatable): aime24, aime25, gpqa-diamond, gpqa-diamond-maslab, math500, arith",
             show_default="none; required",
         ),
     ] = None,
@@ -241,7 +241,10 @@ def export(
 
 def report(
     dirs: Annotated[list[str], typer.Argument(help="Folders holding run folders (searched recursively)")],
-    out: Annotated[str | None, typer.Option("--out", help="Output file [default: DIR/report.html]")] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Output file", show_default="the first DIR's report.html, or report.md"),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="html (a page) or md (Markdown tables)")] = "html",
     model: Annotated[
         Repeat,
