@@ -89,9 +89,13 @@ def print_config(args: argparse.Namespace) -> int:
     from mars_eval.games import ALL_GAMES
 
     validate(cfg, world, ALL_GAMES)
-    print(
-        json.dumps({"preset": args.preset, "config": cfg.to_dict(), "derived": derived(cfg, world)}, indent=2)
+    text = json.dumps(
+        {"preset": args.preset, "config": cfg.to_dict(), "derived": derived(cfg, world)}, indent=2
     )
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `mars-train --print-config | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

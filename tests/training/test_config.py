@@ -194,3 +194,18 @@ def test_logprobs_at_temperature_one_as_the_reference():
     assert "\n" not in str(err.value)
     validate(build_config("micro", overrides={"temperature": "0.6", "recompute_logprobs": "true"}))
     validate(build_config("micro", overrides={"temperature": "0.6", "logprob_temperature": "0.6"}))
+
+
+def test_print_config_into_a_closed_pipe_is_not_a_traceback() -> None:
+    """`mars-train --print-config | head -1`: the reader leaves early; no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f"{sys.executable} -m training.cli --preset qwen3-4b --print-config | head -c 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout == "{" and "Traceback" not in proc.stderr, proc.stderr
