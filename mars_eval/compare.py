@@ -34,6 +34,7 @@ from mars_eval.models.base import ConfigError
 from mars_eval.report import shown as escape  # markup escaped, control characters shown
 from mars_eval.stats import ALPHA, POWER, PairedResult, format_interval, paired_compare
 from mars_eval.store import RunStore
+from mars_eval.tables import problem_key
 
 CHANGED_SHOWN = 30  # changed problems listed in the table (all of them go to --json)
 
@@ -136,8 +137,7 @@ def _by_problem_sample(run: Run) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def _problem_order(item: tuple[str, Any]) -> tuple[int, int | str]:
-    pid = item[0]
-    return (0, int(pid)) if pid.isdigit() else (1, pid)
+    return problem_key(item[0])  # the order the report's comparisons use too
 
 
 def compare_mas(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:

@@ -14,6 +14,7 @@ comparison.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -81,8 +82,13 @@ def named_order(dirs: list[str]) -> list[str]:
 
 
 def page_name(run: RunDir, rec: dict[str, Any]) -> str:
-    """The transcript page of a sample, relative to the files folder."""
-    key = re.sub(r"[^A-Za-z0-9._-]+", "_", str(rec.get("key", "sample")))[:120]
+    """The transcript page of a sample, relative to the files folder. A long key is cut and ends
+    in a hash of the whole key: cut alone, the K samples of a long problem id ("...#0", "...#1")
+    would share one page."""
+    raw = str(rec.get("key", "sample"))
+    key = re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
+    if len(key) > 120:
+        key = key[:100] + "-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
     return f"{run.name}/{key}.html"
 
 

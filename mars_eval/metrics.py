@@ -51,16 +51,6 @@ def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, A
     return out
 
 
-def scores_by_problem(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Problem id -> its scored samples' scores (1.0 right, 0.0 wrong), in sample order; errored
-    samples are left out, problems with none scored are absent."""
-    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for r in records:
-        if not r.get("error"):
-            out[r["problem_id"]].append((int(r.get("sample", 0)), float(bool(r["correct"]))))
-    return {p: [v for _, v in sorted(xs)] for p, xs in out.items()}
-
-
 def _majority_correct(scored: list[dict[str, Any]]) -> bool:
     counts: dict[str, int] = {}
     correct_of: dict[str, bool] = {}

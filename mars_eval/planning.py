@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.table import Table
 
 from mars_eval import reference_figures as ref
-from mars_eval.metrics import scores_by_problem
 from mars_eval.models.base import ConfigError
 from mars_eval.report import shown as escape  # markup escaped, control characters shown
 from mars_eval.stats import (
@@ -34,6 +33,7 @@ from mars_eval.stats import (
     problems_needed,
     samples_needed,
 )
+from mars_eval.tables import per_problem_scores
 
 DEFAULT_BETWEEN_SHARE = 0.5
 K_GRID = (1, 2, 4, 8, 16, 32, 64)
@@ -46,6 +46,15 @@ def as_fraction(value: float, name: str) -> float:
     if not -1 <= x <= 1:
         raise ConfigError(f"{name} must be a fraction (0.4) or a percent (40), got {value}")
     return x
+
+
+def _accuracy(value: float) -> float:
+    """--accuracy as a fraction strictly inside (0, 1): at 0% or 100% binary scores have no
+    variance, and every effect would look detectable with one sample."""
+    p = as_fraction(value, "--accuracy")
+    if not 0 < p < 1:
+        raise ConfigError("--accuracy must be strictly between 0 and 1 (0% and 100%)")
+    return p
 
 
 def _generated_size(task: str) -> int | None:
@@ -90,7 +99,7 @@ def make_plan(
         if task is not None and ref.canonical_task(task) != run.task:
             raise ConfigError(f"--task {task} does not match the run's task {run.task}")
         task = run.task
-        per_problem = list(scores_by_problem(list(run.records.values())).values())
+        per_problem = list(per_problem_scores(list(run.records.values())).values())
         try:
             vc = measured_components(per_problem, between_share)
         except ValueError as exc:
@@ -98,7 +107,7 @@ def make_plan(
         run_k = max(1, round(vc.samples))
         problems = problems or int(run.summary.get("n") or vc.n_problems)
         if accuracy is not None:  # keep the measured split, rescaled to the given accuracy
-            p = as_fraction(accuracy, "--accuracy")
+            p = _accuracy(accuracy)
             scale = p * (1 - p) / max(vc.between + vc.within, 1e-12)
             vc = VarianceComponents(
                 p, vc.between * scale, vc.within * scale, vc.n_problems, vc.samples, vc.measured
@@ -106,9 +115,7 @@ def make_plan(
     else:
         if task is None or accuracy is None:
             raise ConfigError("give --task and --accuracy, or --from RUN")
-        p = as_fraction(accuracy, "--accuracy")
-        if not 0 < p < 1:
-            raise ConfigError("--accuracy must be strictly between 0 and 1 (0% and 100%)")
+        p = _accuracy(accuracy)
         # An unknown task name is bad input (one line naming the tasks), also with --problems.
         size = ref.task_size(task) or _generated_size(task)
         problems = problems or size

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mars_eval import stats
 from mars_eval.rundirs import RunDir
-from mars_eval.tables import SYSTEM_ORDER, Comparison, MasCell, paired_scores
+from mars_eval.tables import SYSTEM_ORDER, Comparison, MasCell, cell_pairs
 
 if TYPE_CHECKING:
     from mars_eval.tasks.base import Task
@@ -70,7 +70,7 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
         series = CheckpointSeries(system, task, points, training_run=root)
         first = points[0]
         for c in points[1:]:
-            pairs = paired_scores(first.scores, c.scores)
+            pairs = cell_pairs(first, c)
             if pairs:
                 series.comparisons.append((c, stats.paired_compare(pairs)))
         out.append(series)
@@ -88,7 +88,7 @@ def natural_key(text: str) -> tuple:
     import re
 
     return tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part
+        (0, int(part), "") if part.isdecimal() else (1, 0, part) for part in re.split(r"(\d+)", text) if part
     )
 
 

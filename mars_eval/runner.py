@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
-from mars_eval.mas import make_system, mas_identity
+from mars_eval.mas import mas_identity, system_for
 from mars_eval.mas.base import SampleContext, System
 from mars_eval.mas.matching import find_mad_match, match_summary
 from mars_eval.metrics import accuracy_metrics
@@ -201,15 +201,8 @@ async def run_eval(
     console = console or Console(stderr=True)
     quiet_interrupted_shutdown(asyncio.get_running_loop())
     task = make_task(cfg.task)
-    system = make_system(
-        cfg.system,
-        rounds=cfg.rounds,
-        agents=cfg.agents,
-        votes=cfg.votes,
-        autogen_client=cfg.autogen_client,
-        autogen_style=cfg.autogen_style,
-        mad_judge=cfg.mad_judge,
-    )
+    cfg.task = task.name  # an alias ("aime", "gpqa") names the same run folder as the task itself
+    system = system_for(cfg.system, cfg)
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     if problems is None:
@@ -235,7 +228,7 @@ async def run_eval(
         model_name = cfg.model or client.model
         if cfg.system == "vote" and cfg.votes is None:  # compute-matched: built once votes are known
             cfg.votes = matched_votes(cfg, console, model_name)
-            system = make_system("vote", votes=cfg.votes)
+            system = system_for("vote", cfg)
         if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
             if isinstance(client, HTTPClient):
                 system.bind_endpoint(client.pool.base_url, model_name, client.pool, client.http.timeout)

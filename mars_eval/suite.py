@@ -31,6 +31,7 @@ from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
 from mars_eval.report import progress_bar
+from mars_eval.rundirs import read_records
 from mars_eval.runner import EvalConfig, run_eval
 from mars_eval.store import config_hash, slug
 from mars_eval.tasks import Problem, make_task
@@ -210,17 +211,8 @@ def _done_before(cell: Cell) -> int:
     task, system = make_task(cell.task), cell.system
     name = f"{task.name}-{system}-{slug(cell.model)}-{config_hash(cell.cfg.identity(cell.model))}"
     path = Path(cell.cfg.output) / name / "samples.jsonl"
-    if not path.is_file():
-        return 0
-    ok: set[str] = set()
-    with open(path, "rb") as f:
-        for raw in f:
-            try:
-                rec = json.loads(raw)
-            except ValueError:
-                continue
-            (ok.discard if rec.get("error") else ok.add)(rec.get("key"))
-    return min(len(ok), cell.total)
+    ok = sum(1 for r in read_records(path).values() if not r.get("error"))  # latest line per key
+    return min(ok, cell.total)
 
 
 class SuiteProgress:

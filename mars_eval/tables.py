@@ -33,16 +33,23 @@ class MasCell:
     run: RunDir
     step: int | None = None
     scores: dict[str, list[float]] = field(default_factory=dict)  # problem id -> sample scores
+    sample_ids: dict[str, list[int]] = field(default_factory=dict)  # the sample index of each score
 
 
-def per_problem_scores(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """problem id -> the scores (1.0 right, 0.0 wrong) of its scored samples, in sample order."""
+def per_problem_samples(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """problem id -> (sample index, score) of its scored samples (1.0 right, 0.0 wrong), in
+    sample order. The index is kept so that comparisons pair sample k with sample k."""
     out: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for r in records:
         if r.get("error"):
             continue
         out[str(r["problem_id"])].append((int(r.get("sample", 0)), 1.0 if r.get("correct") else 0.0))
-    return {p: [s for _, s in sorted(v)] for p, v in out.items()}
+    return {p: sorted(v) for p, v in out.items()}
+
+
+def per_problem_scores(records: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """problem id -> the scores (1.0 right, 0.0 wrong) of its scored samples, in sample order."""
+    return {p: [s for _, s in v] for p, v in per_problem_samples(records).items()}
 
 
 def interval(scores: dict[str, list[float]]) -> tuple[float | None, float | None, float | None]:
@@ -71,12 +78,16 @@ def mas_cells(runs: list[RunDir]) -> list[MasCell]:
             latest[key] = run
     cells = []
     for (model, system, task), run in latest.items():
-        scores = per_problem_scores(run.records)
+        indexed = per_problem_samples(run.records)
+        scores = {p: [s for _, s in v] for p, v in indexed.items()}
+        ids = {p: [k for k, _ in v] for p, v in indexed.items()}
         acc, low, high = interval(scores)
         errors = sum(1 for r in run.records if r.get("error"))
         samples = int(run.summary.get("samples") or max((len(v) for v in scores.values()), default=1))
         cells.append(
-            MasCell(model, system, task, acc, low, high, len(scores), samples, errors, run, run.step, scores)
+            MasCell(
+                model, system, task, acc, low, high, len(scores), samples, errors, run, run.step, scores, ids
+            )
         )
     return cells
 
@@ -129,7 +140,7 @@ def compare_to_first(cells: list[MasCell], models: list[str]) -> list[Comparison
                 b = by_key.get((model, system, task))
                 if b is None:
                     continue
-                pairs = paired_scores(a.scores, b.scores)
+                pairs = cell_pairs(a, b)
                 if not pairs:
                     continue
                 out.append(Comparison(system, task, base, model, stats.paired_compare(pairs)))
@@ -137,15 +148,34 @@ def compare_to_first(cells: list[MasCell], models: list[str]) -> list[Comparison
 
 
 def paired_scores(
-    a: dict[str, list[float]], b: dict[str, list[float]]
+    a: dict[str, list[float]],
+    b: dict[str, list[float]],
+    ids_a: dict[str, list[int]] | None = None,
+    ids_b: dict[str, list[int]] | None = None,
 ) -> dict[str, list[tuple[float, float]]]:
-    """problem -> (score_a, score_b) for the sample indices both runs scored (in sample order)."""
+    """problem -> (score_a, score_b) for the sample indices both runs scored (in sample order),
+    as `compare` pairs: by (problem id, sample index), never by position, so an errored sample
+    in one run does not shift the others. `ids_*` give each score's sample index (default: its
+    position). Problems in compare's order (numbers by value): the seeded resampling tests then
+    see the same order, and give the same p-value, in every process and in `compare`."""
     out = {}
-    for problem in a.keys() & b.keys():
-        n = min(len(a[problem]), len(b[problem]))
-        if n:
-            out[problem] = list(zip(a[problem][:n], b[problem][:n], strict=True))
+    for problem in sorted(a.keys() & b.keys(), key=problem_key):
+        sa = dict(zip((ids_a or {}).get(problem, range(len(a[problem]))), a[problem], strict=True))
+        sb = dict(zip((ids_b or {}).get(problem, range(len(b[problem]))), b[problem], strict=True))
+        common = sorted(sa.keys() & sb.keys())
+        if common:
+            out[problem] = [(sa[k], sb[k]) for k in common]
     return out
+
+
+def cell_pairs(a: MasCell, b: MasCell) -> dict[str, list[tuple[float, float]]]:
+    """The paired sample scores of two cells (see paired_scores)."""
+    return paired_scores(a.scores, b.scores, a.sample_ids, b.sample_ids)
+
+
+def problem_key(pid: str) -> tuple[int, int | str]:
+    """Numbered problem ids by value ("2" before "10"), the others after, by name."""
+    return (0, int(pid)) if pid.isdecimal() else (1, pid)
 
 
 def fmt_pct(x: float | None) -> str:

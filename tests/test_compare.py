@@ -239,3 +239,32 @@ def test_games_rows_carry_intervals_and_two_games_runs_compare(tmp_path):
     assert out["kind"] == "games" and out["n_paired"] == 24  # 12 episodes x 2 seats, paired by seed
     assert {r["seat"] for r in out["rows"]} == {"first", "second"}
     assert all(r["delta_win_rate"] == pytest.approx(r["win_rate_b"] - r["win_rate_a"]) for r in out["rows"])
+
+
+def test_report_tables_pair_like_compare_when_a_sample_errored(tmp_path):
+    """The suite/report comparison pairs sample k with sample k, as `compare` does: an errored
+    sample 0 in A must not shift A's samples 1.. onto B's 0.. . With 20 problems the sign-flip
+    test is Monte Carlo, so the same p-value also needs the same problem order."""
+    from mars_eval.rundirs import find_runs
+    from mars_eval.tables import compare_to_first, mas_cells, paired_scores
+
+    a = {str(i): [None, True, False] if i % 3 == 0 else [i % 2 == 0, True, False] for i in range(20)}
+    b = {str(i): [False, True, i % 4 == 0] for i in range(20)}
+    ra, rb = write_run(tmp_path / "A", a), write_run(tmp_path / "B", b)
+    out = compare_mas(load_run(ra), load_run(rb))
+    cells = mas_cells(find_runs(tmp_path))
+    [cmp] = compare_to_first(cells, ["A", "B"])
+    r = cmp.result
+    assert (r.n_paired, r.n_pairs) == (out["n_paired"], out["n_pairs"]) == (20, 53)
+    assert r.delta == pytest.approx(out["delta"])
+    assert r.p_value == pytest.approx(out["p_value"]) and r.se == pytest.approx(out["se"])
+    # Problem 0: A scored samples 1, 2 (True, False); paired with B's 1, 2 (True, False).
+    pairs = paired_scores({"0": [1.0, 0.0]}, {"0": [0.0, 1.0, 0.0]}, {"0": [1, 2]}, None)
+    assert pairs == {"0": [(1.0, 1.0), (0.0, 0.0)]}
+    assert list(
+        paired_scores({k: [1.0] for k in ("10", "2", "x")}, {k: [0.0] for k in ("x", "2", "10")})
+    ) == [
+        "2",
+        "10",
+        "x",
+    ]

@@ -389,3 +389,16 @@ def test_markdown_cells_are_text():
 
     table = markdown_table(["model"], [["<img src=x onerror=alert(1)>|x"]])
     assert table.splitlines()[-1] == "| \\<img src=x onerror=alert(1)\\>\\|x |"
+
+
+def test_transcript_pages_of_a_long_problem_id_stay_apart():
+    """Each sample of a problem whose id is longer than the page-name limit gets its own page
+    (cut alone, "<long id>#0" and "<long id>#1" were one file); short keys keep their name."""
+    from mars_eval.html_report import page_name
+    from mars_eval.rundirs import RunDir
+
+    run = RunDir(Path("r"), "mas")
+    long_id = "q" * 200
+    names = {page_name(run, {"key": f"{long_id}#{k}"}) for k in range(3)}
+    assert len(names) == 3 and all(len(Path(n).name) <= 130 for n in names)
+    assert page_name(run, {"key": "7#2"}) == "r/7_2.html"

@@ -57,6 +57,9 @@ def test_from_run_uses_measured_variances(tmp_path):
     assert plan["mde"] == pytest.approx(Z * math.sqrt((2 * between + 2 * within / 4) / 40))
     with pytest.raises(ConfigError, match="does not match"):
         make_plan(task="gpqa", accuracy=None, delta=0.1, from_run=str(run))
+    # --accuracy with --from is checked as without it: at 100% every variance would be 0.
+    with pytest.raises(ConfigError, match="strictly between"):
+        make_plan(task=None, accuracy=100, delta=0.1, from_run=str(run))
 
 
 def test_json_last_line(capsys):

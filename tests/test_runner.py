@@ -245,3 +245,37 @@ def test_games_exit_code_is_3_when_episodes_errored(monkeypatch):
     monkeypatch.setattr(games_runner, "build_config", lambda **kw: None)
     monkeypatch.setattr(games_runner, "print_results", lambda summary, console: None)
     assert games_runner.games_command() == 3
+
+
+class AnswersOne:
+    """Answers every problem with 1; counts what it is sent."""
+
+    model = "ones"
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def chat(self, messages, params):
+        self.sent += 1
+        return ChatResponse(content="So the answer is \\boxed{1}.", prompt_tokens=3, completion_tokens=2)
+
+    async def check(self): ...
+    async def aclose(self): ...
+
+
+def test_a_task_alias_resumes_the_run_of_the_task_it_names(tmp_path):
+    """`--task aime` and `--task aime24` are one task: one run folder, the second run sends nothing."""
+    from tests.support.datasets import write_aime_set
+
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=3)
+    first_client, second_client = AnswersOne(), AnswersOne()
+    first = asyncio.run(
+        run_eval(cfg(tmp_path, task="aime", data_files=str(aime.path)), client=first_client, progress=False)
+    )
+    second = asyncio.run(
+        run_eval(
+            cfg(tmp_path, task="aime24", data_files=str(aime.path)), client=second_client, progress=False
+        )
+    )
+    assert first["run_dir"] == second["run_dir"] and first_client.sent == 3 and second_client.sent == 0
+    assert json.loads(open(f"{first['run_dir']}/config.json").read())["task"] == "aime24"

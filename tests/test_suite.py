@@ -335,3 +335,28 @@ def test_multiple_choice_k_samples_and_report(scripted_server, tmp_path):
     # 12 scored samples per cell; every answer is a letter, so "none" is 0.
     assert "| gpqa-diamond | single | model-a | 12 | 0 | 0 | 0 | 0 | A:" in text and "none:0 |" in text
     assert "| gpqa-diamond | debate | model-b | " in text and "## Debate dynamics" in text
+
+
+def test_done_before_counts_the_latest_record_of_each_key(tmp_path):
+    """Resume progress: a sample that errored and was redone counts once, one still errored not
+    at all, and a hand-edited line that is JSON but no record (or not JSON) is skipped."""
+    from mars_eval.store import config_hash, slug
+    from mars_eval.suite import Cell, _done_before
+
+    cfg = EvalConfig(task="arith", system="single", model="m", output=str(tmp_path))
+    cell = Cell("m", "single", "arith", cfg, total=10)
+    folder = tmp_path / f"arith-single-{slug('m')}-{config_hash(cfg.identity('m'))}"
+    folder.mkdir()
+    lines = [
+        {"key": "1#0", "error": "model access"},
+        {"key": "1#0", "error": None},
+        {"key": "2#0", "error": None},
+        {"key": "3#0", "error": None},
+        {"key": "3#0", "error": "model access"},
+        7,
+    ]
+    text = "\n".join(json.dumps(x) for x in lines) + "\nnot json\n"
+    (folder / "samples.jsonl").write_text(text)
+    assert _done_before(cell) == 2
+    cell.total = 1
+    assert _done_before(cell) == 1

@@ -131,7 +131,7 @@ def suite(
     out = Console() if sys.stdout.isatty() else Console(width=160)
     _print_suite_table(plan, cells, mas_cells(table_runs), out)
     if json_out:
-        print(json.dumps({"output": output, "runs": _json_rows(cells, table_runs)}, default=str), flush=True)
+        print(json.dumps({"output": output, "runs": _json_rows(cells)}, default=str), flush=True)
     failures = [c.failure for c in cells if c.failure]
     if failures:
         # Cells refused as bad input (a run folder in use, a model that cannot load) mean "fix
@@ -171,14 +171,12 @@ def _cell_runs(cells):
     return runs
 
 
-def _json_rows(cells, runs) -> list[dict]:
-    from mars_eval.tables import mas_cells
-
-    by_dir = {str(c.run.path): c for c in mas_cells(runs)}
+def _json_rows(cells) -> list[dict]:
+    """One row per cell from its run's summary: accuracy and interval of the same records (the
+    run's selection), without scoring the folder a second time."""
     rows = []
     for c in cells:
         s = c.summary or {}
-        t = by_dir.get(str(Path(s["run_dir"]))) if s else None
         row = {
             "model": c.model,
             "system": c.system,
@@ -187,8 +185,8 @@ def _json_rows(cells, runs) -> list[dict]:
             "n": s.get("n"),
             "samples": s.get("samples"),
             "accuracy": s.get("accuracy"),
-            "ci_low": t.ci_low if t else None,
-            "ci_high": t.ci_high if t else None,
+            "ci_low": s.get("ci_low"),
+            "ci_high": s.get("ci_high"),
             "errors": s.get("errors"),
         }
         if c.failure:

@@ -174,7 +174,10 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             self.error = exc
             raise
         raw = result.content if isinstance(result.content, str) else ""
-        content, thinking = split_thinking(raw, result.thought)
+        # As HTTPClient does: a reply cut off at max_tokens with thinking on and no closing tag
+        # is all thinking (the template opened it), so no answer is taken from it.
+        cut_off = ctx.params.thinking and result.finish_reason == "length"
+        content, thinking = split_thinking(raw, result.thought, cut_off_thinking=cut_off)
         resp = ChatResponse(
             content=content,
             thinking=thinking,

@@ -140,3 +140,17 @@ def test_autogen_openai_client_errors_are_model_access_errors(scripted_server):
     ctx = make_ctx(client=None)  # type: ignore[arg-type]
     with pytest.raises(ModelAccessError, match=re.compile("NotFound|does not exist|404")):
         asyncio.run(system.solve(PROBLEM, FakeMathTask(), ctx))
+
+
+def test_autogen_openai_reply_cut_off_in_thinking_gives_no_answer(scripted_server):
+    """A thinking reply stopped at max_tokens with no tag (the template opened <think>) is all
+    thinking over autogen's OpenAI client too: its guess is never taken as the answer."""
+    cut = "Let me think. A first guess is \\boxed{99}, but I should check"
+    srv = scripted_server(lambda req: Reply(content=cut, finish_reason="length"))
+    system = AutoGenChat(1, client="openai", base_url=srv.base_url, model="scripted-model")
+    ctx = make_ctx(client=None)  # type: ignore[arg-type]
+    result = asyncio.run(system.solve(PROBLEM, FakeMathTask(), ctx))
+    said = [t for t in ctx.transcript if "event" not in t]
+    assert said and all(t["content"] == "" and "boxed{99}" in t["thinking"] for t in said)
+    assert all(t["finish_reason"] == "length" for t in said)
+    assert result.answer is None

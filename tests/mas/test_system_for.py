@@ -36,3 +36,27 @@ def test_system_for_passes_the_run_configs_options() -> None:
 def test_unset_options_leave_the_systems_defaults() -> None:
     mad = system_for("mad", EvalConfig(task="arith"))
     assert (mad.rounds, mad.judge_sees) == (3, "first-round")
+
+
+def test_the_runner_builds_its_system_through_system_for(tmp_path, monkeypatch) -> None:
+    """run_eval reads the run options through `system_for` (the one list), so an option added to
+    SYSTEM_OPTIONS reaches runs too; `vote` without --votes is rebuilt once its votes are known."""
+    import asyncio
+
+    import mars_eval.runner as runner
+    from mars_eval.models.base import SamplingParams
+    from tests.test_runner import Oracle
+
+    seen: list[tuple[str, int | None]] = []
+
+    def spy(name, cfg):
+        seen.append((name, cfg.votes))
+        return system_for(name, cfg)
+
+    monkeypatch.setattr(runner, "system_for", spy)
+    cfg = EvalConfig(
+        task="arith", system="vote", limit=2, output=str(tmp_path), params=SamplingParams(max_tokens=8)
+    )
+    summary = asyncio.run(runner.run_eval(cfg, client=Oracle(), progress=False))
+    assert seen == [("vote", None), ("vote", None)]
+    assert summary["system"] == "vote" and summary["llm_calls_per_sample"] == 5  # DEFAULT_VOTES
