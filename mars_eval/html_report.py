@@ -19,6 +19,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup, escape
@@ -255,7 +256,7 @@ class Report:
             "games": self.games_section(),
             "train": self.train_section(),
             "grid": report_data.problem_grid(
-                self.cells, lambda run, rec: f"{files_dir}/{page_name(run, rec)}", self.models
+                self.cells, lambda run, rec: quote(f"{files_dir}/{page_name(run, rec)}"), self.models
             ),
             "dynamics": [report_data.debate_dynamics(c) for c in debate_cells],
             "quality": [report_data.data_quality(c) for c in self.table_order()],
@@ -277,7 +278,7 @@ def write_html(report: Report, out: Path) -> Path:
         for rec in cell.run.records:
             target = files / page_name(cell.run, rec)
             target.parent.mkdir(parents=True, exist_ok=True)
-            back = "../../" + out.name
+            back = "../../" + quote(out.name)  # a URL: "#" or "%" in the name must not cut it
             target.write_text(
                 page.render(cell=cell, rec=rec, back=back, entries=_entries(rec)), encoding="utf-8"
             )

@@ -88,11 +88,11 @@ def read_jsonl(path: Path) -> Iterator[Any]:
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for rec in read_jsonl(path):
-        if isinstance(rec, dict) and "key" in rec:
-            out[rec["key"]] = rec
-    return out
+    """Latest record per key, as the run store reads them (without repairing the file): a
+    record's final_text, stored as a reference to its transcript, is restored."""
+    from mars_eval.store import RunStore
+
+    return RunStore.load_records(path)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -63,3 +63,29 @@ def test_bad_input_exit_2(tmp_path, args, message):
     res = run_cli(["export", str(tmp_path), *args])
     assert res.returncode == 2 and message in res.stderr, res.describe()
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_final_text_stored_by_reference_is_exported(tmp_path):
+    """The store writes a final_text equal to a transcript reply as a reference to it
+    (`final_text_from`); export (and the report) read records as the store does, so the
+    column holds the text even when transcripts are left out."""
+    from mars_eval.store import _line
+
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"task": "arith", "system": "single", "model": "m"}))
+    rec = {
+        "key": "1#0",
+        "problem_id": "1",
+        "sample": 0,
+        "correct": True,
+        "error": None,
+        "final_text": "so the answer is 4",
+        "transcript": [{"agent": "solver", "content": "so the answer is 4"}],
+    }
+    line = _line(rec)
+    assert b"final_text_from" in line  # stored by reference
+    (run / "samples.jsonl").write_bytes(line)
+    df = export_frame([str(tmp_path)])
+    assert df["final_text"].tolist() == ["so the answer is 4"]
+    assert "final_text_from" not in df.columns

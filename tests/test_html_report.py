@@ -402,3 +402,18 @@ def test_transcript_pages_of_a_long_problem_id_stay_apart():
     names = {page_name(run, {"key": f"{long_id}#{k}"}) for k in range(3)}
     assert len(names) == 3 and all(len(Path(n).name) <= 130 for n in names)
     assert page_name(run, {"key": "7#2"}) == "r/7_2.html"
+
+
+def test_links_survive_a_page_name_with_url_characters(runs, tmp_path):
+    """--out "my report#1.html": the grid's links and the transcript pages' way back are URLs,
+    so "#" (a fragment) and " " are percent-encoded; each link still opens its page."""
+    import html as html_lib
+    from urllib.parse import unquote
+
+    page = build_report([str(runs)], str(tmp_path / "my report#1.html"), models=["base-model"])
+    text = page.read_text()
+    hrefs = [html_lib.unescape(h) for h in re.findall(r'<a class="\w+" href="([^"]+)"', text)]
+    assert hrefs and all("#" not in h and " " not in h for h in hrefs)
+    assert all((tmp_path / unquote(h)).is_file() for h in hrefs)
+    sample = (tmp_path / unquote(hrefs[0])).read_text()
+    assert 'href="../../my%20report%231.html#grid"' in sample
