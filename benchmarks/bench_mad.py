@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from mars_eval.models.base import ChatResponse, Message, SamplingParams
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 
 BOUND = 1.25

@@ -187,8 +187,8 @@ def test_no_scored_sample_means_no_accuracy_not_zero() -> None:
 
     from rich.console import Console
 
-    from mars_eval.metrics import accuracy_metrics
-    from mars_eval.report import print_summary_table
+    from mars_eval.report.console import print_summary_table
+    from mars_eval.run.metrics import accuracy_metrics
 
     errored = [{"problem_id": p, "sample": k, "error": "model access: 500"} for p in "ab" for k in (0, 1)]
     m = accuracy_metrics(errored, samples=2)
@@ -215,7 +215,7 @@ def test_games_rows_without_episodes_show_no_figures_and_partner_rows_their_seat
 
     from rich.console import Console
 
-    from mars_eval.games.runner import print_results
+    from mars_eval.run.games_runner import print_results
 
     def row(game: str, opponent: str, seat: str, n: int, coop: bool) -> dict:
         base = {"game": game, "opponent": opponent, "seat": seat, "cooperative": coop, "episodes": n}
@@ -255,7 +255,7 @@ def test_a_served_model_name_with_glob_characters_is_a_name(tmp_path) -> None:
     """`games`/`suite` expand --model globs (checkpoint series); with --base-url a name such as
     "[/]evil" matched no folder and the command stopped with "matches no folder"."""
     from mars_eval.models.base import ConfigError
-    from mars_eval.rundirs import expand_models
+    from mars_eval.run.rundirs import expand_models
 
     assert expand_models([HOSTILE_MODEL, "zz-none-*"], served=True) == [HOSTILE_MODEL, "zz-none-*"]
     (tmp_path / "step-1").mkdir()
@@ -354,7 +354,7 @@ def test_a_200_reply_that_is_no_completion_is_a_model_access_error(tmp_path, sys
 
     from aiohttp import web
 
-    from mars_eval.runner import EvalConfig, run_eval
+    from mars_eval.run.runner import EvalConfig, run_eval
     from tests.support.scripted_server import ScriptedApp, ScriptedServer
 
     class Malformed(ScriptedApp):
@@ -381,7 +381,7 @@ def test_a_200_reply_that_is_no_completion_is_a_model_access_error(tmp_path, sys
 
 
 def stored_records(run_dir: str) -> list[dict]:
-    from mars_eval.store import RunStore
+    from mars_eval.run.store import RunStore
 
     return list(RunStore.load_records(Path(run_dir) / "samples.jsonl").values())
 
@@ -407,7 +407,7 @@ def test_data_files_with_glob_characters_in_their_name_load(tmp_path, name) -> N
 def test_only_the_interrupted_shutdown_report_is_dropped() -> None:
     import asyncio
 
-    from mars_eval.runner import quiet_interrupted_shutdown
+    from mars_eval.run.runner import quiet_interrupted_shutdown
 
     seen: list[str] = []
     loop = asyncio.new_event_loop()
@@ -475,7 +475,7 @@ def test_identical_suites_started_together_one_runs_the_other_exits_2(tmp_path) 
 
 
 def test_lone_surrogates_are_shown_escaped() -> None:
-    from mars_eval.report import plain, shown
+    from mars_eval.textsafe import plain, shown
 
     assert plain("m\ud800x\x1b[2J") == "m\\ud800x\\x1b[2J"
     assert shown("m\udfff[/]") == "m\\udfff\\[/]"

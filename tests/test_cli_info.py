@@ -13,7 +13,7 @@ import pytest
 import typer
 
 from mars_eval.cli import app
-from mars_eval.commands.info_cmds import SYSTEMS, catalogue
+from mars_eval.cli.info_cmds import SYSTEMS, catalogue
 from tests.support.cli import cli_env, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_help_shows_every_options_default() -> None:
 
 
 def test_mas_and_suite_share_the_sampling_options() -> None:
-    """One declaration (mars_eval.options): the two commands' help cannot drift apart."""
+    """One declaration (mars_eval.cli.options): the two commands' help cannot drift apart."""
     group = typer.main.get_command(app)
     shared = ("--temperature", "--top-p", "--top-k", "--min-p", "--max-tokens", "--rounds", "--votes")
 

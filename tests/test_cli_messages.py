@@ -15,8 +15,9 @@ import pytest
 from rich.console import Console
 
 from mars_eval.models.base import ConfigError
-from mars_eval.report import plain, print_summary_table, shown
+from mars_eval.report.console import print_summary_table
 from mars_eval.tasks import make_task
+from mars_eval.textsafe import plain, shown
 from tests.support.cli import run_cli
 from tests.support.scripted_policy import AnswerPolicy
 
@@ -160,7 +161,7 @@ def test_summary_table_shows_markup_model_names_literally() -> None:
 
 
 def test_games_table_shows_markup_model_names_literally() -> None:
-    from mars_eval.games.runner import print_results
+    from mars_eval.run.games_runner import print_results
 
     summary = {
         "agent": None,

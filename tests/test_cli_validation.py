@@ -22,12 +22,12 @@ def _no_work(*args: object, **kwargs: object) -> None:
 
 def run_main(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> tuple:
     """(exit code, stdout, stderr) of `mars-eval ARGV` run in this process, with no work allowed."""
-    import mars_eval.games.runner
     import mars_eval.models
-    import mars_eval.runner
+    import mars_eval.run.games_runner
+    import mars_eval.run.runner
 
-    monkeypatch.setattr(mars_eval.runner, "run_eval", _no_work)
-    monkeypatch.setattr(mars_eval.games.runner, "games_command", _no_work)
+    monkeypatch.setattr(mars_eval.run.runner, "run_eval", _no_work)
+    monkeypatch.setattr(mars_eval.run.games_runner, "games_command", _no_work)
     monkeypatch.setattr(mars_eval.models, "make_client", _no_work)
     monkeypatch.setattr(sys, "argv", ["mars-eval", *argv])
     with pytest.raises(SystemExit) as exit_info:
@@ -133,7 +133,7 @@ def test_missing_model_folder_is_named_at_once(monkeypatch, capsys, tmp_path) ->
 
 
 def test_hub_ids_are_not_taken_for_folders(tmp_path: Path) -> None:
-    from mars_eval.validate import looks_like_path
+    from mars_eval.cli.validate import looks_like_path
 
     for hub_id in ("Qwen/Qwen3-4B", "gpt2", "org/name-v1.5"):
         assert not looks_like_path(hub_id), hub_id
@@ -242,9 +242,9 @@ def test_usage_errors_are_one_line_and_exit_2(argv, words, monkeypatch, capsys) 
 
 def test_command_exit_codes_pass_through_the_entry_point(monkeypatch, capsys, tmp_path) -> None:
     """`games` ends with typer.Exit(code): the entry point must hand that code to the shell."""
-    import mars_eval.games.runner
+    import mars_eval.run.games_runner
 
-    monkeypatch.setattr(mars_eval.games.runner, "games_command", lambda **kw: 3)
+    monkeypatch.setattr(mars_eval.run.games_runner, "games_command", lambda **kw: 3)
     monkeypatch.setattr(sys, "argv", ["mars-eval", "games", "--agent", "random", "--output", str(tmp_path)])
     with pytest.raises(SystemExit) as exit_info:
         cli.main()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mars_eval.compare import compare_command, compare_games, compare_mas, load_run
+from mars_eval.analysis.compare import compare_command, compare_games, compare_mas, load_run
 from mars_eval.models.base import ConfigError
 from tests.support.cli import mas_args, run_cli
 from tests.support.datasets import write_aime_set
@@ -86,7 +86,7 @@ def test_warnings_for_config_differences(tmp_path, capsys):
 
 
 def test_warns_when_k_differs(tmp_path):
-    from mars_eval.compare import config_warnings
+    from mars_eval.analysis.compare import config_warnings
 
     a = load_run(write_run(tmp_path / "A", {"1": [True, False, True], "2": [False] * 3}))
     b = load_run(write_run(tmp_path / "B", {"1": [True], "2": [True]}))
@@ -178,7 +178,7 @@ def test_reference_figures_match_the_reference_notes_and_ship_as_package_data():
     import re
     import tomllib
 
-    from mars_eval import reference_figures as ref
+    from mars_eval.analysis import reference_figures as ref
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert ref.DATA_FILE in project["tool"]["setuptools"]["package-data"]["mars_eval"]
@@ -204,7 +204,7 @@ def test_reference_figures_match_the_reference_notes_and_ship_as_package_data():
 def test_summary_table_shows_interval_and_paper_figure():
     from rich.console import Console
 
-    from mars_eval.report import print_summary_table
+    from mars_eval.report.console import print_summary_table
 
     summary = {"system": "mad", "task": "aime24", "model": "Qwen/Qwen3-4B", "samples": 1, "n": 30}
     summary |= {"accuracy": 0.4, "stderr": 0.09, "ci_low": 0.2166, "ci_high": 0.5834, "errors": 0}
@@ -218,7 +218,7 @@ def test_summary_table_shows_interval_and_paper_figure():
 
 @pytest.mark.slow
 def test_games_rows_carry_intervals_and_two_games_runs_compare(tmp_path):
-    from mars_eval.stats import wilson
+    from mars_eval.analysis.stats import wilson
 
     base = ["games", "--games", "tic_tac_toe", "--opponents", "random", "--episodes", "12"]
     base += ["--output", str(tmp_path), "--json"]
@@ -245,8 +245,8 @@ def test_report_tables_pair_like_compare_when_a_sample_errored(tmp_path):
     """The suite/report comparison pairs sample k with sample k, as `compare` does: an errored
     sample 0 in A must not shift A's samples 1.. onto B's 0.. . With 20 problems the sign-flip
     test is Monte Carlo, so the same p-value also needs the same problem order."""
-    from mars_eval.rundirs import find_runs
-    from mars_eval.tables import compare_to_first, mas_cells, paired_scores
+    from mars_eval.analysis.tables import compare_to_first, mas_cells, paired_scores
+    from mars_eval.run.rundirs import find_runs
 
     a = {str(i): [None, True, False] if i % 3 == 0 else [i % 2 == 0, True, False] for i in range(20)}
     b = {str(i): [False, True, i % 4 == 0] for i in range(20)}

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from mars_eval.export import export_frame
+from mars_eval.report.export import export_frame
 from tests.support.cli import run_cli
 from tests.support.run_fixtures import N, make_runs
 
@@ -69,7 +69,7 @@ def test_final_text_stored_by_reference_is_exported(tmp_path):
     """The store writes a final_text equal to a transcript reply as a reference to it
     (`final_text_from`); export (and the report) read records as the store does, so the
     column holds the text even when transcripts are left out."""
-    from mars_eval.store import _line
+    from mars_eval.run.store import _line
 
     run = tmp_path / "r"
     run.mkdir()

@@ -14,11 +14,11 @@ import sqlite3
 
 import pytest
 
-from mars_eval import store as store_mod
 from mars_eval.mas.base import SampleContext, expand_message
 from mars_eval.models import http
 from mars_eval.models.base import ChatResponse, SamplingParams
-from mars_eval.store import RunStore, clean_text
+from mars_eval.run import store as store_mod
+from mars_eval.run.store import RunStore, clean_text
 
 
 def _row(run_dir) -> str:

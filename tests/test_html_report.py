@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mars_eval import report_data
-from mars_eval.html_report import Report, build_report
-from mars_eval.report_data import checkpoint_series
+from mars_eval.report import data as report_data
+from mars_eval.report.build import build_report
+from mars_eval.report.data import checkpoint_series
+from mars_eval.report.html import Report
 from tests.support.browser import chromium_path, load_page
 from tests.support.cli import run_cli
 from tests.support.run_fixtures import INJECTION, N, make_runs
@@ -118,8 +119,8 @@ def test_report_in_headless_chromium(runs, tmp_path):
 
 
 def test_paper_layout_shows_the_papers_figure_for_the_same_cell():
-    from mars_eval.rundirs import RunDir
-    from mars_eval.tables import MasCell, paper_table
+    from mars_eval.analysis.tables import MasCell, paper_table
+    from mars_eval.run.rundirs import RunDir
 
     run = RunDir(Path("."), "mas")
     cells = [
@@ -140,7 +141,7 @@ def test_plot_labels_are_data():
     """Model names with markup or '$' end up as escaped text in valid SVG (no mathtext, no tags)."""
     import xml.etree.ElementTree as ET
 
-    from mars_eval.plots import bar_chart
+    from mars_eval.report.plots import bar_chart
 
     name = "ckpt$x^2$<script>&"
     series = {name: [50.0], "base": [40.0]}
@@ -156,7 +157,7 @@ def _games_runs(root: Path) -> Path:
     """Two built-in agents on tic-tac-toe against random, same seeds: episodes pair one to one."""
     import asyncio
 
-    from mars_eval.games.runner import run_games
+    from mars_eval.run.games_runner import run_games
     from tests.support.games_config import games_config
 
     for agent in ("random", "mcts"):
@@ -170,8 +171,8 @@ def test_games_error_bars_and_paired_comparison(tmp_path, monkeypatch):
     the affine normalization), and each model is compared (paired by episode seed) with the first."""
     import json
 
-    from mars_eval import plots
     from mars_eval.games import make_game
+    from mars_eval.report import plots
 
     root = _games_runs(tmp_path / "games")
     drawn = {}
@@ -217,15 +218,15 @@ def test_games_error_bars_and_paired_comparison(tmp_path, monkeypatch):
 
 
 def test_checkpoints_of_two_training_runs_are_two_series():
-    from mars_eval.report_data import training_run_of
-    from mars_eval.rundirs import RunDir
-    from mars_eval.tables import MasCell
+    from mars_eval.analysis.tables import MasCell
+    from mars_eval.report.data import training_run_of
+    from mars_eval.run.rundirs import RunDir
 
     run = RunDir(Path("."), "mas")
 
     def cell(model: str, acc: float) -> MasCell:
         scores = {str(i): [1.0 if i < acc * 4 else 0.0] for i in range(4)}
-        from mars_eval.rundirs import checkpoint_step
+        from mars_eval.run.rundirs import checkpoint_step
 
         return MasCell(model, "single", "arith", acc, 0.0, 1.0, 4, 1, 0, run, checkpoint_step(model), scores)
 
@@ -243,9 +244,9 @@ def test_checkpoints_of_two_training_runs_are_two_series():
 
 def test_orders_a_reader_expects():
     """Problems numbered naturally (2 before 10); systems in the paper's order (single first)."""
-    from mars_eval.report_data import natural_key
-    from mars_eval.rundirs import RunDir
-    from mars_eval.tables import MasCell, compare_to_first
+    from mars_eval.analysis.tables import MasCell, compare_to_first
+    from mars_eval.report.data import natural_key
+    from mars_eval.run.rundirs import RunDir
 
     assert sorted(["10", "2", "1", "rec010", "rec002"], key=natural_key) == [
         "1",
@@ -265,7 +266,7 @@ def test_orders_a_reader_expects():
 
 
 def test_long_bar_labels_slant_instead_of_overlapping():
-    from mars_eval.plots import _tick_layout
+    from mars_eval.report.plots import _tick_layout
 
     assert _tick_layout(["single\naime24", "mad\naime24"], 5.0)["rotation"] == 0
     long = [f"tic_tac_toe · mcts1000 · {s}" for s in ("first", "second", "first", "second")]
@@ -273,8 +274,8 @@ def test_long_bar_labels_slant_instead_of_overlapping():
 
 
 def test_unnamed_checkpoints_follow_the_named_models_by_step():
-    from mars_eval.rundirs import RunDir, checkpoint_step
-    from mars_eval.tables import MasCell, model_order
+    from mars_eval.analysis.tables import MasCell, model_order
+    from mars_eval.run.rundirs import RunDir, checkpoint_step
 
     run = RunDir(Path("."), "mas")
     names = ["r/checkpoints/step-100", "zeta", "r/checkpoints/step-50", "base", "r/checkpoints/step-0"]
@@ -286,7 +287,7 @@ def test_unnamed_checkpoints_follow_the_named_models_by_step():
 
 def test_bars_of_a_group_are_centred_without_gaps():
     """A model not run on a task leaves no hole: the group's bars are centred on its tick."""
-    from mars_eval.plots import bar_positions
+    from mars_eval.report.plots import bar_positions
 
     xs, width = bar_positions(2, {"a": [50.0, 40.0], "b": [60.0, None], "c": [70.0, None]})
     assert width == pytest.approx(0.8 / 3)
@@ -295,7 +296,7 @@ def test_bars_of_a_group_are_centred_without_gaps():
 
 
 def test_grid_column_labels_are_short():
-    from mars_eval.html_report import short_model
+    from mars_eval.report.html import short_model
 
     assert short_model("runs/q4b/checkpoints/step-200/") == "step-200"
     assert short_model("Qwen/Qwen3-4B") == "Qwen3-4B"
@@ -303,7 +304,7 @@ def test_grid_column_labels_are_short():
 
 
 def test_model_paths_wrap_at_folders_and_stay_escaped():
-    from mars_eval.html_report import breakable
+    from mars_eval.report.html import breakable
 
     assert str(breakable("runs/x/checkpoints/step-5")) == "runs/<wbr>x/<wbr>checkpoints/<wbr>step-5"
     assert str(breakable("<b>/m")) == "&lt;b&gt;/<wbr>m"
@@ -385,7 +386,7 @@ def test_data_quality_counts_scored_failures(scripted_server, tmp_path):
 
 
 def test_markdown_cells_are_text():
-    from mars_eval.tables import markdown_table
+    from mars_eval.analysis.tables import markdown_table
 
     table = markdown_table(["model"], [["<img src=x onerror=alert(1)>|x"]])
     assert table.splitlines()[-1] == "| \\<img src=x onerror=alert(1)\\>\\|x |"
@@ -394,8 +395,8 @@ def test_markdown_cells_are_text():
 def test_transcript_pages_of_a_long_problem_id_stay_apart():
     """Each sample of a problem whose id is longer than the page-name limit gets its own page
     (cut alone, "<long id>#0" and "<long id>#1" were one file); short keys keep their name."""
-    from mars_eval.html_report import page_name
-    from mars_eval.rundirs import RunDir
+    from mars_eval.report.html import page_name
+    from mars_eval.run.rundirs import RunDir
 
     run = RunDir(Path("r"), "mas")
     long_id = "q" * 200

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from mars_eval.analysis.planning import make_plan, plan_command
 from mars_eval.models.base import ConfigError
-from mars_eval.planning import make_plan, plan_command
 from tests.support.cli import run_cli
 from tests.test_compare import write_run
 

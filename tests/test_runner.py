@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from mars_eval.models.base import ChatResponse, ModelAccessError, SamplingParams
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 
 
@@ -123,7 +123,7 @@ def test_missing_columns_is_a_clear_error(tmp_path):
 
 
 def test_vote_matches_the_calls_of_a_mad_run(tmp_path):
-    from mars_eval.runner import matched_votes
+    from mars_eval.run.runner import matched_votes
 
     run = tmp_path / "arith-mad-oracle-abc"
     run.mkdir()
@@ -199,7 +199,7 @@ def test_a_model_that_cannot_load_stops_the_run_and_leaves_no_folder(tmp_path):
 
 
 def test_an_unwritable_run_folder_stops_the_run_instead_of_erroring_samples(tmp_path, monkeypatch):
-    from mars_eval.store import RunStore, StoreError
+    from mars_eval.run.store import RunStore, StoreError
 
     def full(self, key, resp):
         raise StoreError("cannot write to the run folder: No space left on device")

@@ -1,4 +1,4 @@
-"""mars_eval.stats against values computed independently: exact binomial sums, full sign-flip
+"""mars_eval.analysis.stats against values computed independently: exact binomial sums, full sign-flip
 enumeration, the Wilson formula, and the coverage of the 95% intervals on simulated pairs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from mars_eval import stats
+from mars_eval.analysis import stats
 
 Z975 = 1.959963984540054  # the standard normal 97.5% quantile
 T29_975 = 2.045229642132703  # Student t, 29 degrees of freedom, 97.5% quantile
@@ -186,7 +186,7 @@ def test_paired_compare_intervals_cover_the_truth():
 
 
 def test_accuracy_metrics_carry_the_clustered_interval():
-    from mars_eval.metrics import accuracy_metrics
+    from mars_eval.run.metrics import accuracy_metrics
 
     recs = [
         {"problem_id": p, "sample": k, "correct": c, "error": None}

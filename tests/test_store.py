@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from mars_eval.metrics import accuracy_metrics
 from mars_eval.models.base import ChatResponse, SamplingParams
-from mars_eval.store import CachedClient, RunStore
+from mars_eval.run.metrics import accuracy_metrics
+from mars_eval.run.store import CachedClient, RunStore
 
 
 def test_torn_trailing_line_is_dropped_and_truncated(tmp_path):
@@ -141,7 +141,7 @@ def test_second_store_on_a_held_run_folder_names_the_holder(tmp_path):
     import os
 
     from mars_eval.models.base import ConfigError
-    from mars_eval.store import RunInUse
+    from mars_eval.run.store import RunInUse
 
     first = RunStore(tmp_path / "run", {})
     with pytest.raises(RunInUse, match=f"in use by process {os.getpid()}") as err:
@@ -159,10 +159,10 @@ def test_the_kernel_releases_the_lock_of_a_killed_process(tmp_path):
     import sys
     import time
 
-    from mars_eval.store import RunInUse
+    from mars_eval.run.store import RunInUse
 
     code = (
-        "import sys, time; from mars_eval.store import RunStore; "
+        "import sys, time; from mars_eval.run.store import RunStore; "
         f"RunStore({str(tmp_path / 'run')!r}, {{}}); print('held', flush=True); time.sleep(60)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -259,7 +259,7 @@ def test_a_full_disk_mid_run_is_one_store_error(tmp_path, monkeypatch):
     import errno
     import os
 
-    from mars_eval.store import StoreError
+    from mars_eval.run.store import StoreError
 
     store = RunStore(tmp_path / "run", {})
     store.append({"key": "a", "error": None})

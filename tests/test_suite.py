@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from mars_eval.models.base import ConfigError
-from mars_eval.rundirs import expand_models
-from mars_eval.runner import EvalConfig
-from mars_eval.suite import SharedPool, parse_data_files, route, served_models
+from mars_eval.run.rundirs import expand_models
+from mars_eval.run.runner import EvalConfig
+from mars_eval.run.suite import SharedPool, parse_data_files, route, served_models
 from mars_eval.tasks import make_task
 from tests.support.cli import run_cli
 from tests.support.datasets import tag, write_aime_set
@@ -272,7 +272,7 @@ def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
 
 
 def test_gpqa_order_applies_to_gpqa_tasks_only():
-    from mars_eval.commands.suite_cmds import _gpqa_order
+    from mars_eval.cli.suite_cmds import _gpqa_order
 
     assert _gpqa_order("gpqa-diamond", "maslab") == "gpqa-diamond-maslab"
     assert _gpqa_order("aime24", "maslab") == "aime24"
@@ -340,8 +340,8 @@ def test_multiple_choice_k_samples_and_report(scripted_server, tmp_path):
 def test_done_before_counts_the_latest_record_of_each_key(tmp_path):
     """Resume progress: a sample that errored and was redone counts once, one still errored not
     at all, and a hand-edited line that is JSON but no record (or not JSON) is skipped."""
-    from mars_eval.store import config_hash, slug
-    from mars_eval.suite import Cell, _done_before
+    from mars_eval.run.store import config_hash, slug
+    from mars_eval.run.suite import Cell, _done_before
 
     cfg = EvalConfig(task="arith", system="single", model="m", output=str(tmp_path))
     cell = Cell("m", "single", "arith", cfg, total=10)

@@ -17,10 +17,10 @@ import json
 import os
 import sys
 
-from mars_eval.help_format import RichHelpParser
+from mars_eval.cli.help_format import RichHelpParser
+from mars_eval.cli.validate import check_train_output
 from mars_eval.models.base import ConfigError
-from mars_eval.report import plain
-from mars_eval.validate import check_train_output
+from mars_eval.textsafe import plain
 from training.config import PRESETS, SAFE_CHANGES, build_config, derived, parse_overrides, validate
 
 STEPS_HELP = (

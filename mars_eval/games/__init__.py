@@ -30,6 +30,7 @@ from mars_eval.games.board import ConnectFourEpisode, TicTacToeEpisode
 from mars_eval.games.core import PROMPT_STYLES, Episode, Game
 from mars_eval.games.hanabi import HanabiEpisode
 from mars_eval.games.opponents import DEFAULT_OPPONENTS, Opponent, make_opponent
+from mars_eval.games.params import GAME_PARAMS
 from mars_eval.games.poker import KuhnEpisode, LeducEpisode
 from mars_eval.models.base import ConfigError
 
@@ -37,17 +38,14 @@ GAMES_TRAIN = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
 GAMES_HELD_OUT = ("connect_four", "leduc_poker", "simple_hanabi")
 ALL_GAMES = GAMES_TRAIN + GAMES_HELD_OUT
 
-_HANABI_MINI = dict(players=2, colors=2, ranks=2, hand_size=3, max_information_tokens=3, max_life_tokens=3)
-_HANABI_SIMPLE = dict(players=2, colors=3, ranks=2, hand_size=5, max_information_tokens=8, max_life_tokens=3)
-
 # name -> (pyspiel game, parameters, episode class, cooperative)
 _SPECS: dict[str, tuple[str, dict, type[Episode], bool]] = {
-    "tic_tac_toe": ("tic_tac_toe", {}, TicTacToeEpisode, False),
-    "kuhn_poker": ("kuhn_poker", {}, KuhnEpisode, False),
-    "mini_hanabi": ("hanabi", _HANABI_MINI, HanabiEpisode, True),
-    "connect_four": ("connect_four", {}, ConnectFourEpisode, False),
-    "leduc_poker": ("leduc_poker", {}, LeducEpisode, False),
-    "simple_hanabi": ("hanabi", _HANABI_SIMPLE, HanabiEpisode, True),
+    "tic_tac_toe": ("tic_tac_toe", GAME_PARAMS["tic_tac_toe"], TicTacToeEpisode, False),
+    "kuhn_poker": ("kuhn_poker", GAME_PARAMS["kuhn_poker"], KuhnEpisode, False),
+    "mini_hanabi": ("hanabi", GAME_PARAMS["mini_hanabi"], HanabiEpisode, True),
+    "connect_four": ("connect_four", GAME_PARAMS["connect_four"], ConnectFourEpisode, False),
+    "leduc_poker": ("leduc_poker", GAME_PARAMS["leduc_poker"], LeducEpisode, False),
+    "simple_hanabi": ("hanabi", GAME_PARAMS["simple_hanabi"], HanabiEpisode, True),
 }
 
 _CACHE: dict[str, Game] = {}

@@ -48,14 +48,14 @@ player 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mars_eval.games.reference_prompts import marks
 from mars_eval.games.reference_prompts import prefix as prefix  # re-exported: part of this API
 from mars_eval.models.base import Message
 
-if TYPE_CHECKING:
-    from mars_eval.games.core import Episode
+# An Episode of mars_eval.games.core, which imports this module (so no import back).
+Episode = Any
 
 FORFEIT_PENALTY = 10.0
 BOARD_GAMES = ("tic_tac_toe", "connect_four")

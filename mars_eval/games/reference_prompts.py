@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mars_eval.games.params import GAME_PARAMS
+
 _FORMAT = "<answer>{your chosen action}</answer>"
 _INSTRUCTIONS = (
     "Always choose only one action from the legal actions and output `{fmt}` with no extra text after you "
@@ -227,9 +229,7 @@ def prefix(game_name: str, player: int, params: dict[str, Any] | None = None) ->
     """The reference's system prompt and first user text for `player` (params: Hanabi's pyspiel
     parameters; taken from the configured game when not given)."""
     if params is None:
-        from mars_eval.games import make_game
-
-        params = make_game(game_name).params
+        params = GAME_PARAMS[game_name]
     title, rules, information, example = _PREFIXES[game_name](player, params)
     cooperative = game_name.endswith("hanabi")
     loss = "immediate loss of all life tokens and end of the game" if cooperative else _LOSS

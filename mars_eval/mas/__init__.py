@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from mars_eval.mas.base import System
+from mars_eval.mas.options import AUTOGEN_STYLES, MAD_JUDGE_VIEWS
 from mars_eval.models.base import ConfigError
 
 SYSTEM_NAMES = ("single", "mad", "autogen", "debate", "vote")
-AUTOGEN_STYLES = ("maslab", "solver-reviewer")  # the first is the default (autogen_chat)
-MAD_JUDGE_VIEWS = ("first-round", "last-round")  # the first is the default (mad)
 
 
 def check_options(autogen_style: str, mad_judge: str) -> None:

@@ -52,10 +52,10 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import AssistantMessage, ChatCompletionClient, LLMMessage, UserMessage
 
-from mars_eval.mas import AUTOGEN_STYLES
 from mars_eval.mas.autogen_models import AgentModelClient, to_chat_messages
 from mars_eval.mas.autogen_openai import make_openai_agent_client, pooled_http_client
 from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.options import AUTOGEN_STYLES
 from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem, Task
 

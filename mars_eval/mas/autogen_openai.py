@@ -34,9 +34,8 @@ from pydantic import BaseModel
 
 from mars_eval.mas.autogen_models import TEXT_MODEL_INFO, to_chat_messages
 from mars_eval.mas.base import SampleContext
-from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
+from mars_eval.models.base import CallCache, ChatResponse, ModelAccessError, split_thinking
 from mars_eval.models.http import HTTPClient, not_json_message, rejects_extra_fields
-from mars_eval.store import RunStore
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
 
@@ -106,12 +105,6 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         extra_body = HTTPClient.request_kwargs(self._ctx.params, strict)["extra_body"]
         return {**args, "seed": seed, "extra_body": extra_body}
 
-    def _store_key(self, messages: Sequence[LLMMessage], seed: int) -> tuple[RunStore | None, str]:
-        store = getattr(self._ctx.client, "store", None)
-        if not isinstance(store, RunStore):
-            return None, ""
-        params = replace(self._ctx.params, seed=seed)
-        return store, RunStore.call_key(self._ctx.client.model, to_chat_messages(messages), params)
 
     async def create(
         self,
@@ -127,10 +120,10 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         n, seed = ctx.next_call(self._agent)
         started = time.time()
         t0 = time.perf_counter()
-        store, key = self._store_key(messages, seed)
-        stored = store.get_call(key) if store is not None else None
+        cache = ctx.client if isinstance(ctx.client, CallCache) else None  # the run store, if any
+        call_messages, call_params = to_chat_messages(messages), replace(ctx.params, seed=seed)
+        stored = cache.stored_reply(call_messages, call_params) if cache is not None else None
         if stored is not None:
-            stored.cached = True
             return self._record(n, messages, stored, started)
         endpoint = getattr(ctx.client, "inner", None)  # the runner's HTTPClient, when there is one
         strict = bool(getattr(endpoint, "strict_fields", False))
@@ -186,10 +179,8 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             latency_s=time.perf_counter() - t0,
             finish_reason=result.finish_reason,
         )
-        if hasattr(ctx.client, "sent"):  # the runner's CachedClient counts calls that were sent
-            ctx.client.sent += 1
-        if store is not None:
-            store.put_call(key, resp)
+        if cache is not None:
+            cache.store_reply(call_messages, call_params, resp)
         return self._record(n, messages, resp, started)
 
     def _record(

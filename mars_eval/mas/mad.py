@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mars_eval.mas import MAD_JUDGE_VIEWS
 from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.options import MAD_JUDGE_VIEWS
 from mars_eval.mas.util import debate_question
 from mars_eval.mas.verdict import Verdict, extract_verdict_answer, named_side, parse_verdict
 from mars_eval.models.base import ConfigError, Message

@@ -106,6 +106,21 @@ class ModelClient(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class CallCache(Protocol):
+    """A client that keeps completed calls (the run store's CachedClient). A call path that does
+    not go through `chat` (autogen's own OpenAI client) answers from it and adds to it, under the
+    same key, so a rerun never re-sends a finished call whichever path made it."""
+
+    def stored_reply(self, messages: list[Message], params: SamplingParams) -> ChatResponse | None:
+        """The stored reply to exactly this call (marked cached), or None."""
+        ...
+
+    def store_reply(self, messages: list[Message], params: SamplingParams, resp: ChatResponse) -> None:
+        """Keep a reply that was just sent (and count it as sent)."""
+        ...
+
+
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
 

@@ -1,8 +1,11 @@
 """Loading benchmark rows from the Hugging Face hub or a local file, failing in one clear line.
 
 Local copies (`--data-files PATH`): `.json`/`.jsonl` (JSON lines or a JSON list), `.csv`,
-`.parquet`, read with `datasets.load_dataset("json"|"csv"|"parquet", data_files=PATH)`; the
-file must have the hub dataset's columns.
+`.parquet`; the file must have the hub dataset's columns. They are read with pyarrow, the engine
+`datasets.load_dataset("json"|"parquet", data_files=PATH)` runs underneath (same column
+unification and types: a key missing from a row is None), and CSV with the standard library as
+text cells (what `datasets` gives with string features and no NA parsing): importing `datasets`
+costs about a second, which a run would otherwise spend before its first request.
 
 Hub: `datasets.load_dataset(repo, config, split=..., revision=...)`. Without a network,
 `datasets` retries for about 25 s before giving up, so a quick reachability probe runs first;
@@ -15,9 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import glob
 import json
-import logging
 import os
 import socket
 import threading
@@ -102,18 +103,6 @@ def _check_json_text(path: Path) -> None:
             raise ConfigError(f"--data-files {path}: line {number} is not a JSON object: {line[:60]!r}")
 
 
-@contextlib.contextmanager
-def _quiet_datasets() -> Iterator[None]:
-    """`datasets` logs a failed parse itself; we report it in our one line instead."""
-    logger = logging.getLogger("datasets")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
     if not path.is_file():
         raise ConfigError(f"--data-files {path}: no such file (task {task})")
@@ -124,29 +113,56 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
         )
     if path.stat().st_size == 0:
         raise ConfigError(f"--data-files {path}: the file is empty (no rows)")
-    if builder == "json":
-        _check_json_text(path)
-    import datasets
-
-    options: dict[str, Any] = {}
-    if builder == "csv":
-        # Every cell as text: type inference would turn "073" into 73 and "None" into NaN.
-        header = _csv_header(path)
-        options = {"features": datasets.Features({c: datasets.Value("string") for c in header})}
-        options["keep_default_na"] = False
-    bars_were_on = not datasets.are_progress_bars_disabled()
-    datasets.disable_progress_bars()  # a small local file needs no "Generating train split" bar
     try:
-        with _quiet_datasets():
-            # Escaped: `datasets` reads data_files as a glob, and "aime[1].jsonl" matched nothing.
-            files = glob.escape(str(path))
-            ds = datasets.load_dataset(builder, data_files=files, split="train", **options)
+        if builder == "json":
+            rows = _read_json_rows(path)
+        elif builder == "csv":
+            rows = _read_csv_rows(path)
+        else:
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+    except ConfigError:
+        raise
     except Exception as e:
         raise ConfigError(f"--data-files {path}: cannot read it as {builder}: {_one_line(e)}") from e
-    finally:
-        if bars_were_on:
-            datasets.enable_progress_bars()
-    return [dict(row) for row in ds]
+    return rows
+
+
+def _read_json_rows(path: Path) -> list[dict[str, Any]]:
+    """A JSON list of rows, one JSON object, or JSON lines; columns unified by pyarrow."""
+    import pyarrow as pa
+
+    _check_json_text(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    else:
+        rows = document if isinstance(document, list) else [document]
+        if not all(isinstance(r, dict) for r in rows):
+            raise ConfigError(f"--data-files {path}: a JSON list must hold objects (one per row)")
+    return pa.Table.from_pylist(rows).to_pylist()
+
+
+def _read_csv_rows(path: Path) -> list[dict[str, Any]]:
+    """Every cell as text: type inference would turn "073" into 73 and "None" into NaN."""
+    header = _csv_header(path)
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        next(reader)
+        rows = []
+        for number, cells in enumerate(reader, 2):
+            if not cells:
+                continue
+            if len(cells) > len(header):
+                raise ConfigError(
+                    f"--data-files {path}: line {number} has {len(cells)} fields, the header {len(header)}"
+                )
+            rows.append(dict(zip(header, cells + [""] * (len(header) - len(cells)), strict=True)))
+    return rows
 
 
 def _csv_header(path: Path) -> list[str]:

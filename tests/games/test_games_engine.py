@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from mars_eval.games.runner import run_games
 from mars_eval.models.tiny import build_tiny_model
+from mars_eval.run.games_runner import run_games
 from tests.support.games_config import games_config
 
 

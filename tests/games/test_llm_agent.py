@@ -11,8 +11,8 @@ import pytest
 
 from mars_eval.games import make_game
 from mars_eval.games.agents import BuiltinAgent
-from mars_eval.games.runner import run_games
 from mars_eval.models.base import ChatResponse, ConfigError, ModelAccessError
+from mars_eval.run.games_runner import run_games
 from tests.games.game_fakes import FakeCall, FakeClient, first_legal, legal_in
 from tests.support.games_config import games_config
 

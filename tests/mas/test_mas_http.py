@@ -14,7 +14,7 @@ from mas_fakes import PROBLEM, FakeMathTask, make_ctx
 from mars_eval.mas.autogen_chat import AutoGenChat
 from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import ModelAccessError, SamplingParams
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.scripted_policy import Reply, ScriptedRequest
 

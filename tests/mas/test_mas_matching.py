@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mars_eval.mas.matching import find_mad_match, match_summary, round_half_up
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.matching import find_mad_match, match_summary, round_half_up
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.scripted_policy import Reply, ScriptedRequest
 

@@ -16,7 +16,7 @@ import json
 import pytest
 
 from mars_eval.models.base import SamplingParams
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.context_limits import ContextLimit
 from tests.support.scripted_policy import Reply, ScriptedRequest

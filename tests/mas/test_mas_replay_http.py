@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from mars_eval.mas.base import expanded_transcript, replay_prompts
-from mars_eval.store import RunStore
+from mars_eval.run.store import RunStore
 from tests.support.datasets import write_aime_set
 from tests.support.scripted_policy import Reply, ScriptedRequest
 from tests.support.scripted_server import run_mas
@@ -116,7 +116,7 @@ def test_the_store_still_keeps_reply_text_once_and_a_rerun_sends_nothing(tmp_pat
 
 
 def test_the_html_transcript_shows_referenced_messages_in_full(tmp_path, scripted_server):
-    from mars_eval.html_report import Report, write_html
+    from mars_eval.report.html import Report, write_html
 
     policy = LongReplies()
     srv = scripted_server(policy)

@@ -12,7 +12,7 @@ from mas_fakes import PROBLEM, Call, FakeMathTask, ScriptedClient, make_ctx
 
 from mars_eval.mas import make_system
 from mars_eval.mas.base import replay_prompts
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.scripted_policy import Reply, ScriptedRequest
 

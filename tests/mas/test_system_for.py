@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from mars_eval.mas import SYSTEM_OPTIONS, system_for
-from mars_eval.runner import EvalConfig
+from mars_eval.run.runner import EvalConfig
 
 
 def test_every_system_option_is_a_run_config_field() -> None:
@@ -43,7 +43,7 @@ def test_the_runner_builds_its_system_through_system_for(tmp_path, monkeypatch) 
     SYSTEM_OPTIONS reaches runs too; `vote` without --votes is rebuilt once its votes are known."""
     import asyncio
 
-    import mars_eval.runner as runner
+    import mars_eval.run.runner as runner
     from mars_eval.models.base import SamplingParams
     from tests.test_runner import Oracle
 

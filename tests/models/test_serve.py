@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mars_eval.serve import vllm_command
+from mars_eval.models.serve import vllm_command
 
 
 def test_vllm_command_has_the_flags_a_qwen3_checkpoint_wants():

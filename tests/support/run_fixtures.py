@@ -13,9 +13,9 @@ import json
 import shutil
 from pathlib import Path
 
-from mars_eval.games.runner import run_games
 from mars_eval.models.base import ChatResponse, Message, ModelAccessError, SamplingParams
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.games_runner import run_games
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.games_config import games_config
 

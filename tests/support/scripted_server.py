@@ -436,7 +436,7 @@ async def serve(app: ScriptedApp, host: str, port: int) -> tuple[web.AppRunner, 
 def run_mas(srv: ScriptedServer, output: Any, **fields: Any) -> dict[str, Any]:
     """One in-process `mas` run against `srv` (arith unless `fields` name a task; EvalConfig
     fields on top), without the progress bar: its summary."""
-    from mars_eval.runner import EvalConfig, run_eval
+    from mars_eval.run.runner import EvalConfig, run_eval
 
     base = {"task": "arith", "model": srv.app.model, "base_urls": [srv.base_url], "output": str(output)}
     return asyncio.run(run_eval(EvalConfig(**{**base, **fields}), progress=False))

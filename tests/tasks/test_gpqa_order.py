@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mars_eval.models.base import ChatResponse, ConfigError, SamplingParams
-from mars_eval.runner import EvalConfig, run_eval
+from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task, task_with_gpqa_order
 from tests.support.cli import cli_env, mars_eval_command
 
@@ -95,7 +95,7 @@ def test_summary_reports_gold_and_predicted_letter_spreads(tmp_path, gpqa_file, 
 def test_table_and_json_show_the_failure_rates_and_letter_spreads(tmp_path, gpqa_file):
     from rich.console import Console
 
-    from mars_eval.report import print_summary_table
+    from mars_eval.report.console import print_summary_table
 
     cfg = EvalConfig(task="gpqa", data_files=str(gpqa_file), output=str(tmp_path), params=SamplingParams())
     summary = asyncio.run(run_eval(cfg, client=AlwaysA(), progress=False))

@@ -174,7 +174,7 @@ def test_unparseable_gold_is_a_scorer_error(gold: str) -> None:
 def test_unparseable_gold_makes_the_sample_an_error_not_wrong(tmp_path: Path) -> None:
     """Through the runner: the sample is an error (rerun), never scored wrong."""
     from mars_eval.models.base import ChatResponse, SamplingParams
-    from mars_eval.runner import EvalConfig, run_eval
+    from mars_eval.run.runner import EvalConfig, run_eval
 
     data = tmp_path / "bad_gold.jsonl"
     data.write_text(

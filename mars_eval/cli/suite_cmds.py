@@ -14,9 +14,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mars_eval import options as opt
+from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
-from mars_eval.report import shown as escape  # markup escaped, control characters shown
+from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 Repeat = list[str] | None
 
@@ -87,9 +87,9 @@ def suite(
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
-    from mars_eval import validate
-    from mars_eval.suite import SuitePlan, parse_data_files, run_suite
-    from mars_eval.tables import mas_cells
+    from mars_eval.analysis.tables import mas_cells
+    from mars_eval.cli import validate
+    from mars_eval.run.suite import SuitePlan, parse_data_files, run_suite
     from mars_eval.tasks import make_task
 
     opt.check_shared(given)
@@ -99,7 +99,7 @@ def suite(
         raise ConfigError("give at least one --system")
     if not task:
         raise ConfigError("give at least one --task")
-    from mars_eval.rundirs import expand_models
+    from mars_eval.run.rundirs import expand_models
 
     # A quoted 'DIR/checkpoints/step-*' gives the whole series (served names are kept as given).
     models = expand_models(model, served=bool(base_url))
@@ -118,7 +118,7 @@ def suite(
         template=template,
         data_files=files,
     )
-    from mars_eval.store import config_hash, held_lock
+    from mars_eval.run.store import config_hash, held_lock
 
     # An identical suite already running would split the cells with this one (each refused the
     # other's run folders): the second one stops here instead, before any work.
@@ -153,14 +153,14 @@ def _gpqa_order(task: str, order: str) -> str:
 
 def _write_suite_file(plan) -> None:
     """DIR/suite.json: the models, systems and tasks as named (the report's order and base)."""
-    from mars_eval.suite import SUITE_FILE
+    from mars_eval.run.suite import SUITE_FILE
 
     data = {"models": plan.models, "systems": plan.systems, "tasks": plan.tasks}
     (Path(plan.template.output) / SUITE_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def _cell_runs(cells):
-    from mars_eval.rundirs import classify
+    from mars_eval.run.rundirs import classify
 
     runs = []
     for c in cells:
@@ -196,7 +196,7 @@ def _json_rows(cells) -> list[dict]:
 
 
 def _print_suite_table(plan, cells, table_cells, console: Console) -> None:
-    from mars_eval.tables import paper_table
+    from mars_eval.analysis.tables import paper_table
 
     header, rows = paper_table(table_cells, plan.models, plan.tasks)
     table = Table(title="accuracy % [95% interval]", title_justify="left")
@@ -227,9 +227,9 @@ def export(
     ] = False,
 ) -> None:
     """One row per sample (mas) or episode (games), the run's configuration as config.* columns."""
-    from mars_eval import validate
-    from mars_eval.export import export as write_export
-    from mars_eval.export import output_format
+    from mars_eval.cli import validate
+    from mars_eval.report.export import export as write_export
+    from mars_eval.report.export import output_format
 
     output_format(out)
     validate.check_output_dir(str(Path(out).parent or "."), "--out")
@@ -252,8 +252,8 @@ def report(
     ] = None,
 ) -> None:
     """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""
-    from mars_eval import validate
-    from mars_eval.html_report import build_report
+    from mars_eval.cli import validate
+    from mars_eval.report.build import build_report
 
     if fmt not in ("html", "md"):
         raise ConfigError(f"--format {fmt!r}: choose html or md")

@@ -19,7 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mars_eval.report import shown
+from mars_eval.textsafe import shown
 
 # What each system is and which `mas` options it reads (with their defaults).
 SYSTEMS: dict[str, tuple[str, dict[str, str]]] = {
@@ -70,7 +70,7 @@ def package_version() -> str:
 
 
 def _tasks() -> list[dict[str, Any]]:
-    from mars_eval.reference_figures import task_size
+    from mars_eval.analysis.reference_figures import task_size
     from mars_eval.tasks import TASK_ALIASES, TASK_NAMES, make_task
 
     rows = []

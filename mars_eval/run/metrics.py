@@ -18,7 +18,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from mars_eval.stats import cluster_ci
+from mars_eval.run.intervals import cluster_ci
 
 
 def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:

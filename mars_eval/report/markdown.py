@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mars_eval import reference_figures as ref
-from mars_eval import report_data, tables
-from mars_eval.tables import fmt_delta_pct, fmt_pct, markdown_table
+from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis import tables
+from mars_eval.analysis.tables import fmt_delta_pct, fmt_pct, markdown_table
+from mars_eval.report import data as report_data
 
 if TYPE_CHECKING:
-    from mars_eval.html_report import Report
+    from mars_eval.report.html import Report
 
 
 def _p(p: float | None) -> str:

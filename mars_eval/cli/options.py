@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from mars_eval.runner import EvalConfig
+    from mars_eval.run.runner import EvalConfig
 
 Temperature = Annotated[
     float | None,
@@ -96,7 +96,7 @@ SETTINGS = ("seed", "output", "fresh", "engine", "autogen_client", "autogen_styl
 def check_shared(opts: Mapping[str, Any]) -> None:
     """Bad counts or sampling values among a command's shared options (`opts`: its parameters by
     name): one ConfigError before any work."""
-    from mars_eval import validate
+    from mars_eval.cli import validate
 
     validate.check_run_options(**{k: opts[k] for k in COUNTS})
     validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
@@ -106,7 +106,7 @@ def eval_config(opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
     """The run configuration of a command's shared options (sampling settings resolved for
     --thinking/--no-thinking); `fields` are the command's own (task, system, model, ...)."""
     from mars_eval.models.base import SamplingParams
-    from mars_eval.runner import EvalConfig
+    from mars_eval.run.runner import EvalConfig
 
     params = SamplingParams.for_mode(opts["thinking"], **{k: opts[k] for k in SAMPLING})
     return EvalConfig(

@@ -26,7 +26,7 @@ DATA_FILE = "reference_figures.json"
 @lru_cache(maxsize=1)
 def reference_data() -> dict[str, Any]:
     """The parsed data file (read once)."""
-    text = resources.files("mars_eval").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    text = resources.files("mars_eval.analysis").joinpath(DATA_FILE).read_text(encoding="utf-8")
     return json.loads(text)
 
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mars_eval import stats
-from mars_eval.rundirs import RunDir
-from mars_eval.tables import SYSTEM_ORDER, Comparison, MasCell, cell_pairs
+from mars_eval.analysis import stats
+from mars_eval.analysis.tables import SYSTEM_ORDER, Comparison, MasCell, cell_pairs
+from mars_eval.run.rundirs import RunDir
 
 if TYPE_CHECKING:
     from mars_eval.tasks.base import Task
@@ -259,7 +259,7 @@ class Quality:
 def data_quality(cell: MasCell) -> Quality:
     """Errors (not scored, rerun) and the scored failures of `outcomes` (truncation, context
     overflow, no answer, the spread of answered and gold letters for multiple choice)."""
-    from mars_eval.outcomes import outcome_summary
+    from mars_eval.run.outcomes import outcome_summary
     from mars_eval.tasks import make_task
 
     records = cell.run.records
@@ -315,7 +315,7 @@ def games_comparisons(runs: list[RunDir], models: list[str]) -> list[dict[str, A
     """Each games model against the first of `models`, per game, opponent and seat: episodes
     paired by (game, opponent, seat, episode seed), as `mars-eval compare` does (one row per
     group with the model, the base and compare.compare_games' fields)."""
-    from mars_eval.compare import Run, compare_games
+    from mars_eval.analysis.compare import Run, compare_games
     from mars_eval.models.base import ConfigError
 
     latest: dict[str, RunDir] = {}

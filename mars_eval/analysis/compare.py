@@ -29,12 +29,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from mars_eval import reference_figures as ref
+from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis.stats import ALPHA, POWER, PairedResult, format_interval, paired_compare
+from mars_eval.analysis.tables import problem_key
 from mars_eval.models.base import ConfigError
-from mars_eval.report import shown as escape  # markup escaped, control characters shown
-from mars_eval.stats import ALPHA, POWER, PairedResult, format_interval, paired_compare
-from mars_eval.store import RunStore
-from mars_eval.tables import problem_key
+from mars_eval.run.store import RunStore
+from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 CHANGED_SHOWN = 30  # changed problems listed in the table (all of them go to --json)
 

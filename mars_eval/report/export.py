@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from mars_eval.models.base import ConfigError
-from mars_eval.rundirs import RunDir, find_runs
+from mars_eval.run.rundirs import RunDir, find_runs
 
 HEAVY = ("transcript", "messages")  # only with transcripts=True
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}

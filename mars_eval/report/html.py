@@ -24,12 +24,13 @@ from urllib.parse import quote
 import jinja2
 from markupsafe import Markup, escape
 
-from mars_eval import plots, report_data, tables
-from mars_eval import reference_figures as ref
+from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis import tables
 from mars_eval.mas.base import expanded_transcript
-from mars_eval.models.base import ConfigError
-from mars_eval.rundirs import RunDir, find_runs
-from mars_eval.suite import SUITE_FILE
+from mars_eval.report import data as report_data
+from mars_eval.report import plots
+from mars_eval.run.rundirs import RunDir, find_runs
+from mars_eval.run.suite import SUITE_FILE
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -295,18 +296,3 @@ def _entries(rec: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             out.append({"kind": "call", "round": int(t.get("call", 0)) + 1, **t})
     return out
-
-
-def build_report(
-    dirs: list[str], out: str | None = None, fmt: str = "html", models: list[str] | None = None
-) -> Path:
-    """Write the report; returns its path. ConfigError for bad input (no runs, unknown format)."""
-    if fmt not in ("html", "md"):
-        raise ConfigError(f"--format {fmt!r}: choose html or md")
-    target = Path(out) if out else Path(dirs[0]) / ("report.html" if fmt == "html" else "report.md")
-    report = Report(dirs, models)
-    if fmt == "md":
-        from mars_eval.report_md import write_markdown
-
-        return write_markdown(report, target)
-    return write_html(report, target)

@@ -21,18 +21,18 @@ from rich.console import Console
 
 from mars_eval.mas import mas_identity, system_for
 from mars_eval.mas.base import SampleContext, System
-from mars_eval.mas.matching import find_mad_match, match_summary
-from mars_eval.metrics import accuracy_metrics
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
-from mars_eval.outcomes import mark_outcome, outcome_summary
-from mars_eval.report import RunProgress
-from mars_eval.report import shown as escape  # markup escaped, control characters shown
-from mars_eval.store import CachedClient, RunStore, StoreError, slug
+from mars_eval.run.matching import find_mad_match, match_summary
+from mars_eval.run.metrics import accuracy_metrics
+from mars_eval.run.outcomes import mark_outcome, outcome_summary
+from mars_eval.run.progress import RunProgress
+from mars_eval.run.store import CachedClient, RunStore, StoreError, slug
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, ScorerError, Task
+from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 
 @dataclass
@@ -109,7 +109,7 @@ async def solve_one(
     """Run one sample; never raises for model, scorer or system failures: they become `error`.
 
     A context overflow is the system's own failure, not an error: the sample is scored wrong
-    and counted (`mars_eval.outcomes`), as are replies cut off by max_tokens.
+    and counted (`mars_eval.run.outcomes`), as are replies cut off by max_tokens.
     """
     key = sample_key(problem, k)
     ctx = SampleContext(client=client, params=cfg.params, sample_key=key, seed=cfg.seed)
@@ -140,7 +140,7 @@ async def solve_one(
         overflow = overflow_of(exc)
         if overflow is None:
             record["error"] = f"model access: {exc}"
-        else:  # the system's own failure: scored wrong, counted (see mars_eval.outcomes)
+        else:  # the system's own failure: scored wrong, counted (see mars_eval.run.outcomes)
             record.update(correct=False, context_overflow=True, how=f"context overflow: {overflow}")
     except ScorerError as exc:
         record["error"] = f"scorer: {exc}"

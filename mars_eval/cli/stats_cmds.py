@@ -1,7 +1,7 @@
 """`mars-eval compare` and `mars-eval plan`: paired comparisons of runs and planning K.
 
-The work is in mars_eval.compare and mars_eval.planning (statistics in mars_eval.stats); this
-module only declares the options. Bad input raises ConfigError: one line, exit 2.
+The work is in mars_eval.analysis.compare and .planning (statistics in .stats); this module
+only declares the options. Bad input raises ConfigError: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def compare(
     json_out: JsonOut = False,
 ) -> None:
     """Compare two runs on the same problems (or game episodes): paired delta, 95% CI, p-value."""
-    from mars_eval.compare import compare_command
+    from mars_eval.analysis.compare import compare_command
 
     raise typer.Exit(compare_command(run_a, run_b, json_out=json_out, seed=seed))
 
@@ -62,7 +62,7 @@ def plan(
     json_out: JsonOut = False,
 ) -> None:
     """Minimum detectable effect (80% power, alpha 0.05) and the K needed to detect --delta."""
-    from mars_eval.planning import plan_command
+    from mars_eval.analysis.planning import plan_command
 
     raise typer.Exit(
         plan_command(

@@ -460,6 +460,16 @@ class CachedClient:
         self._checked = False
         self._check_lock: asyncio.Lock | None = None
 
+    def stored_reply(self, messages: list[Message], params: SamplingParams) -> ChatResponse | None:
+        hit = self.store.get_call(RunStore.call_key(self.model, messages, params))
+        if hit is not None:
+            hit.cached = True
+        return hit
+
+    def store_reply(self, messages: list[Message], params: SamplingParams, resp: ChatResponse) -> None:
+        self.sent += 1
+        self.store.put_call(RunStore.call_key(self.model, messages, params), resp)
+
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         key = RunStore.call_key(self.model, messages, params)
         hit = self.store.get_call(key)

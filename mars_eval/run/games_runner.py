@@ -48,9 +48,10 @@ from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
 from mars_eval.games.play import outcome, play_episode, summarize_episodes
 from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
-from mars_eval.report import progress_bar, shown
-from mars_eval.stats import episode_intervals, format_interval
-from mars_eval.store import CachedClient, RunStore, slug
+from mars_eval.run.intervals import episode_intervals, format_interval
+from mars_eval.run.progress import progress_bar
+from mars_eval.run.store import CachedClient, RunStore, slug
+from mars_eval.textsafe import shown
 
 DEFAULT_EPISODES = 1000  # the paper's tables use about 1000 episodes per game and seat
 DEFAULT_MAX_TOKENS = 4096
@@ -531,4 +532,4 @@ def games_command(*, json_out: bool = False, **options: Any) -> int:
             for s in summaries
         ]
         print(json.dumps({"runs": runs}), flush=True)
-    return 3 if any(s["errors"] for s in summaries) else 0  # mars_eval.exitcodes.SOME_ERRORED
+    return 3 if any(s["errors"] for s in summaries) else 0  # mars_eval.cli.exitcodes.SOME_ERRORED

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mars_eval.store import slug
+from mars_eval.run.store import slug
 
 
 def round_half_up(x: float) -> int:

@@ -90,7 +90,7 @@ def read_jsonl(path: Path) -> Iterator[Any]:
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
     """Latest record per key, as the run store reads them (without repairing the file): a
     record's final_text, stored as a reference to its transcript, is restored."""
-    from mars_eval.store import RunStore
+    from mars_eval.run.store import RunStore
 
     return RunStore.load_records(path)
 

@@ -12,9 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mars_eval import reference_figures as ref
-from mars_eval import stats
-from mars_eval.rundirs import RunDir
+from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis import stats
+from mars_eval.run.rundirs import RunDir
 
 SYSTEM_ORDER = ("single", "mad", "autogen", "debate", "vote")  # the paper's rows, then the rest
 

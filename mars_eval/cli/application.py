@@ -20,8 +20,8 @@ try:  # typer >= 0.20 carries its own copy of click
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click.exceptions import UsageError
 
-from mars_eval import exitcodes
-from mars_eval import options as opt
+from mars_eval.cli import exitcodes
+from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
@@ -91,9 +91,9 @@ def mas(
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
-    from mars_eval import validate
-    from mars_eval.report import print_summary_table
-    from mars_eval.runner import run_eval
+    from mars_eval.cli import validate
+    from mars_eval.report.console import print_summary_table
+    from mars_eval.run.runner import run_eval
 
     opt.check_shared(given)
     validate.check_model_and_output(base_url, model, output)
@@ -119,7 +119,7 @@ def _maybe_serve(serve: bool, model: str | None, cfg):
     if not serve:
         yield
         return
-    from mars_eval.serve import vllm_server
+    from mars_eval.models.serve import vllm_server
 
     if not model:
         raise ConfigError("--serve needs --model")
@@ -190,13 +190,13 @@ def games(
     json_out: opt.JsonSummary = False,
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
-    from mars_eval import validate
-    from mars_eval.games.runner import games_command
+    from mars_eval.cli import validate
+    from mars_eval.run.games_runner import games_command
 
     validate.check_run_options(concurrency=concurrency)
     validate.at_least("--episodes", episodes, 1)
     validate.check_sampling(temperature=temperature, max_tokens=max_tokens)
-    from mars_eval.rundirs import expand_models
+    from mars_eval.run.rundirs import expand_models
 
     models = expand_models(model, served=bool(base_url))
     for one in models or [None]:
@@ -241,7 +241,7 @@ def serve(
     import signal
     import threading
 
-    from mars_eval.serve import vllm_server
+    from mars_eval.models.serve import vllm_server
 
     with vllm_server(
         model,
@@ -260,17 +260,18 @@ def serve(
             stop.wait()
 
 
-from mars_eval.commands import register_all  # noqa: E402 (commands register on `app`)
+from mars_eval.cli import info_cmds, stats_cmds, suite_cmds  # noqa: E402 (commands register on `app`)
 
-register_all(app)
+for _module in (stats_cmds, suite_cmds, info_cmds):
+    _module.register(app)
 
 
 def main() -> None:
-    """Console entry point. Exit codes (mars_eval.exitcodes): 0 all scored, 3 finished with errored
+    """Console entry point. Exit codes (mars_eval.cli.exitcodes): 0 all scored, 3 finished with errored
     samples, 2 bad input (ConfigError: one line; click's usage errors), 1 unexpected (a run folder
     that cannot be written mid-run is one line too)."""
-    from mars_eval.report import plain
-    from mars_eval.store import StoreError
+    from mars_eval.run.store import StoreError
+    from mars_eval.textsafe import plain
 
     # Library progress bars would bury ours (and the one-line errors) under noise.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")

@@ -30,10 +30,10 @@ from mars_eval.mas import system_for
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
-from mars_eval.report import progress_bar
-from mars_eval.rundirs import read_records
-from mars_eval.runner import EvalConfig, run_eval
-from mars_eval.store import config_hash, slug
+from mars_eval.run.progress import progress_bar
+from mars_eval.run.rundirs import read_records
+from mars_eval.run.runner import EvalConfig, run_eval
+from mars_eval.run.store import config_hash, slug
 from mars_eval.tasks import Problem, make_task
 
 SUITE_FILE = "suite.json"  # the models, systems and tasks as named: the report's order and base

@@ -20,10 +20,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from mars_eval import reference_figures as ref
-from mars_eval.models.base import ConfigError
-from mars_eval.report import shown as escape  # markup escaped, control characters shown
-from mars_eval.stats import (
+from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis.stats import (
     ALPHA,
     POWER,
     VarianceComponents,
@@ -33,7 +31,9 @@ from mars_eval.stats import (
     problems_needed,
     samples_needed,
 )
-from mars_eval.tables import per_problem_scores
+from mars_eval.analysis.tables import per_problem_scores
+from mars_eval.models.base import ConfigError
+from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 DEFAULT_BETWEEN_SHARE = 0.5
 K_GRID = (1, 2, 4, 8, 16, 32, 64)
@@ -91,7 +91,7 @@ def make_plan(
         raise ConfigError("--delta must not be 0")
     run_k = None
     if from_run is not None:
-        from mars_eval.compare import load_run
+        from mars_eval.analysis.compare import load_run
 
         run = load_run(from_run)
         if run.kind != "mas":

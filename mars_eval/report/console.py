@@ -1,0 +1,73 @@
+"""What users see at the end of a run: the summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mars_eval.textsafe import shown
+
+
+def print_summary_table(summary: dict[str, Any], console: Console) -> None:
+    """A metric/value table: readable in any terminal width, and scannable top to bottom."""
+    table = Table(
+        title=f"{shown(summary['system'])} on {shown(summary['task'])} · {shown(summary['model'])}",
+        title_justify="left",
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    k = summary["samples"]
+    table.add_row("problems x samples", f"{summary['n']} x {k}")
+    if summary["accuracy"] is None:  # every sample errored: nothing was scored
+        table.add_row(f"accuracy (avg@{k})", "- (no sample scored)")
+    else:
+        accuracy = f"[bold]{summary['accuracy']:.2%}[/bold] ± {summary['stderr']:.2%}"
+        table.add_row(f"accuracy (avg@{k})", accuracy)
+    if summary.get("ci_low") is not None:
+        table.add_row("95% CI (problems as clusters)", f"[{summary['ci_low']:.2%}, {summary['ci_high']:.2%}]")
+    paper = _paper_accuracy(summary)
+    if paper is not None:
+        table.add_row("paper (MARSHAL, 1 sample)", f"paper {paper:.2f}")
+    for key in (f"pass@{k}", f"majority@{k}"):
+        if summary.get(key) is not None:
+            table.add_row(key, f"{summary[key]:.2%}")
+    if "samples_scored" in summary:
+        scored = f"{summary.get('n_scored', 0)} / {summary['samples_scored']}"
+        table.add_row("scored problems / samples", scored)
+        for key, label in (
+            ("context_overflow", "context overflow (scored wrong)"),
+            ("truncated", "truncated at max_tokens"),
+            ("no_answer", "no answer (scored wrong)"),
+        ):
+            table.add_row(label, f"{summary[key]} ({summary[f'{key}_rate']:.1%})")
+    for key, label in (("gold_letters", "gold letters"), ("predicted_letters", "predicted letters")):
+        if key in summary:
+            table.add_row(label, shown(" ".join(f"{x}:{n}" for x, n in summary[key].items())))
+    errors = summary["errors"]
+    table.add_row("errors (not scored)", f"[red]{errors}[/red]" if errors else "0")
+    table.add_row("LLM calls per sample", f"{summary['llm_calls_per_sample']:.2f}")
+    table.add_row(
+        "tokens prompt / completion",
+        f"{_short(summary['prompt_tokens'])} / {_short(summary['completion_tokens'])}",
+    )
+    table.add_row("wall time", f"{summary['wall_seconds']:.1f} s")
+    console.print(table)
+    if errors:
+        console.print(
+            f"[yellow]{errors} sample(s) failed ({shown(summary.get('error_kinds'))}): not scored; "
+            "the same command reruns them.[/yellow]"
+        )
+    console.print(f"run folder: {shown(summary['run_dir'])}", highlight=False)
+
+
+def _paper_accuracy(summary: dict[str, Any]) -> float | None:
+    """The paper's figure for this task, system and model (reference_figures), or None."""
+    from mars_eval.analysis.reference_figures import paper_accuracy
+
+    return paper_accuracy(str(summary["task"]), str(summary["system"]), str(summary["model"]))
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e4 else str(n)
