@@ -191,6 +191,11 @@ class Episode:
                     break
             self.state.apply_action(action)
 
+    def parse_reply(self, text: str, thinking: bool) -> str | None:
+        """The legal action of a whole reply under the reference's rule (reference_env.parse_reply):
+        `text` starts with what the prompt forced ("<think>\\n" or "<answer>")."""
+        return reference_env.parse_reply(self, text, thinking)
+
     def parse(self, text: str, style: str = "full") -> str | None:
         """The legal action named in the last <answer>...</answer>, or None.
 

@@ -19,7 +19,9 @@ API (all take an `Episode` from mars_eval.games; `player` is a pyspiel seat, 0 o
         are that player's earlier replies, one per earlier own turn (what goes back as assistant
         messages: we pass the reply text without thinking, which Qwen3's chat template drops from
         earlier turns anyway)
-    parse_answer(episode, text) -> str | None              the legal action (our internal name)
+    parse_reply(episode, text, thinking) -> str | None     the legal action (our internal name) of a
+                                                           whole reply, its forced start included
+    parse_answer(episode, text) -> str | None              the same for an endpoint reply's content
     forfeit_returns(episode, offender) -> list[float]      game payoffs when `offender` answers badly
     forfeit_rewards(episode, offender) -> list[float]      the training reward of that last step
     FORFEIT_PENALTY = 10.0                                 the extra loss inside forfeit_rewards
@@ -30,10 +32,19 @@ legal actions and CHOSEN ACTION ("full"); poker and Hanabi show only the CHOSEN 
 as in the reference configs. The first user message is the prefix followed by the turns up to
 the player's first own turn; after each reply, one user message holds the turns since.
 
-Answer rule (the reference's, where an endpoint allows it): the reply must end with
-`<answer>ACTION</answer>`; ACTION (before any "||", stripped) must equal one of the legal action
-strings exactly, case included. The reference pre-fills the reply with "<think>" (or "<answer>"
-when thinking is off); an endpoint cannot, so text before the answer block is allowed.
+Answer rule (the reference's, env_manager `_parse_response`): the whole reply, read with the
+start the prompt forces ("<think>\n" with thinking on, "<answer>" with it off), must match
+`^<think>(.*?)</think>\\s*<answer>(.*?)</answer>$` (thinking on) or `^<answer>(.*?)</answer>$`
+(off), regex semantics of Python's `re.search` with DOTALL (so a single trailing newline is
+allowed). Inside the answer group the tags <think> </think> <answer> </answer> <|im_start|>
+<|im_end|> are deleted, the rest is split on "||", and the first non-empty piece, stripped, is the
+action; it must equal one of the legal action strings exactly, case included. So nothing may
+come before the thinking, between `</think>` and `<answer>` (whitespace aside) or after
+`</answer>`. `parse_reply` applies this to a whole reply (training has the sampled text and its
+pre-fill). `parse_answer` is for replies from an endpoint, whose thinking is already removed
+(or held in a separate field) and whose start cannot be forced: there the content must be
+exactly one `<answer>...</answer>` block (surrounding whitespace aside); whether thinking came
+first cannot be checked.
 
 Forfeits (an invalid, unparseable or cut-off answer ends the game), per the reference:
 - tic-tac-toe, connect four: the offender gets -1, the other player +1;
@@ -47,6 +58,7 @@ player 0.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -327,24 +339,44 @@ def messages(episode: Episode, player: int, replies: list[str]) -> list[Message]
     return chat
 
 
-def parse_answer(episode: Episode, text: str) -> str | None:
-    """The legal action (our internal name) a reply chooses under the reference's answer rule, or None."""
-    body = (text or "").strip()
-    close = "</answer>"
-    if not body.endswith(close):
+# the reference's whole-reply patterns (thinking on / off) and what it deletes from the answer
+_REPLY_THINKING = re.compile(r"^<think>(.*?)</think>\s*<answer>(.*?)</answer>$", re.DOTALL)
+_REPLY_PLAIN = re.compile(r"^<answer>(.*?)</answer>$", re.DOTALL)
+_TAGS = ("<think>", "</think>", "<answer>", "</answer>", "<|im_start|>", "<|im_end|>")
+ACTION_SEP = "||"
+
+
+def reply_action(text: str, thinking: bool) -> str | None:
+    """The action string a whole reply names under the reference's rule, or None (bad format)."""
+    found = (_REPLY_THINKING if thinking else _REPLY_PLAIN).search(text or "")
+    if found is None:
         return None
-    start = body.rfind("<answer>")
-    if start < 0:
-        return None
-    inner = body[start + len("<answer>") : -len(close)]
-    chosen = inner.split("||")[0].strip()
-    if episode.is_terminal:
+    inner = found.group(2 if thinking else 1)
+    for tag in _TAGS:  # deleted one after the other, stripping each time, as the reference
+        inner = inner.replace(tag, "").strip()
+    actions = [a.strip() for a in inner.split(ACTION_SEP) if a.strip()]
+    return actions[0] if actions else None
+
+
+def _legal_name(episode: Episode, chosen: str | None) -> str | None:
+    if chosen is None or episode.is_terminal:
         return None
     player = episode.current_player
     for action_id in episode.state.legal_actions(player):
         if action_string(episode, player, action_id) == chosen:
             return episode.name_of(action_id)
     return None
+
+
+def parse_reply(episode: Episode, text: str, thinking: bool) -> str | None:
+    """The legal action (our internal name) of a whole reply, forced start included, or None."""
+    return _legal_name(episode, reply_action(text, thinking))
+
+
+def parse_answer(episode: Episode, text: str) -> str | None:
+    """The legal action of an endpoint reply's content (thinking removed), or None: the content
+    must be exactly one answer block."""
+    return _legal_name(episode, reply_action((text or "").strip(), thinking=False))
 
 
 # --- forfeits -------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ Reply = Callable[[FakeCall], "str | ChatResponse | BaseException"]
 
 
 def first_legal(call: FakeCall) -> str:
-    return f"I will pick the first option.\n<answer>{legal_in(call.last)[0]}</answer>"
+    return f"<answer>{legal_in(call.last)[0]}</answer>"  # (reasoning goes in ChatResponse.thinking)
 
 
 class FakeClient:

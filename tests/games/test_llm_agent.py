@@ -113,7 +113,7 @@ def test_full_style_is_multi_turn_and_thinking_is_never_fed_back(tmp_path):
     for c in later:
         roles = [m["role"] for m in c.messages]
         assert roles[:2] == ["system", "user"] and roles[2::2] == ["assistant"] * len(roles[2::2])
-        assert all(m["content"].startswith("I will pick") for m in c.messages if m["role"] == "assistant")
+        assert all(m["content"].startswith("<answer>") for m in c.messages if m["role"] == "assistant")
         assert "Legal actions" in c.messages[-1]["content"]
 
 
@@ -266,7 +266,7 @@ def test_reference_style_is_the_default_chat(tmp_path):
         assert "This is your turn." in c.messages[-1]["content"]
         assert c.messages[-1]["content"].rstrip().endswith(">.")  # LEGAL ACTIONS: <X(0,0)>, ...
     later = [c for c in client.calls if len(c.messages) > 2]
-    assert later and all(m["content"].startswith("I will pick") for c in later for m in c.messages[2::2])
+    assert later and all(m["content"].startswith("<answer>") for c in later for m in c.messages[2::2])
 
 
 def test_lenient_answers_are_invalid_under_the_reference_rule(tmp_path):

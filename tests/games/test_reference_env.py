@@ -160,7 +160,8 @@ def test_prefixes_name_the_game_goal_and_format():
     ("reply", "expected"),
     [
         ("<answer><X(1,1)></answer>", "x(1,1)"),
-        ("I take the centre.\n<answer> <X(1,1)> </answer>\n", "x(1,1)"),  # text before: no pre-fill here
+        ("\n<answer> <X(1,1)> </answer>\n", "x(1,1)"),  # whitespace around the block
+        ("I take the centre.\n<answer><X(1,1)></answer>", None),  # nothing may come before it
         ("<answer><X(1,1)>||<X(0,0)></answer>", "x(1,1)"),  # the first of several actions
         ("<answer><x(1,1)></answer>", None),  # case matters: the strings must match exactly
         ("<answer>X(1,1)</answer>", None),  # the brackets are part of the action string
