@@ -44,6 +44,94 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+LOGPROB_CHUNK = 1024  # response positions per chunk of full-vocabulary logits
+
+
+def _compute_dtype(hidden: torch.Tensor) -> torch.dtype:
+    """The dtype the output projection runs in: autocast's, else the hidden states' own."""
+    kind = hidden.device.type
+    if torch.is_autocast_enabled(kind):
+        return torch.get_autocast_dtype(kind)
+    return hidden.dtype
+
+
+def _chunk_logits(
+    h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, temperature: float
+) -> torch.Tensor:
+    z = F.linear(h, w, b).float()  # the model's own precision for the matmul, fp32 after
+    if temperature != 1.0:
+        z.div_(temperature)
+    return z
+
+
+class _ChunkedTokenLogprob(torch.autograd.Function):
+    """log_softmax(h W^T + b)[target] / T and the entropy, a chunk of positions at a time.
+
+    Only the selected positions' hidden states are kept for backward; the [chunk, vocab] logits
+    are rebuilt there, so no more than one chunk's logits exists at any time, in forward or in
+    backward (the full computation keeps a row's [L, vocab] logits in bf16 and fp32, plus the
+    log-softmax output, for backward). Gradient, per position: d logp / d z = (onehot - p) / T.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature, chunk, want_entropy):  # type: ignore[override]
+        dtype = _compute_dtype(hidden)
+        with torch.autocast(hidden.device.type, enabled=False):
+            h, w = hidden.to(dtype), weight.to(dtype)
+            b = bias.to(dtype) if bias is not None else None
+            n = h.shape[0]
+            logp = torch.empty(n, dtype=torch.float32, device=h.device)
+            ent = torch.zeros(n if want_entropy else 0, dtype=torch.float32, device=h.device)
+            for s in range(0, n, chunk):
+                z = _chunk_logits(h[s : s + chunk], w, b, temperature)
+                z.sub_(torch.logsumexp(z, -1, keepdim=True))  # now log p, in place
+                logp[s : s + chunk] = z.gather(-1, targets[s : s + chunk, None]).squeeze(-1)
+                if want_entropy:
+                    ent[s : s + chunk] = -(z.exp() * z).sum(-1)
+                del z
+        ctx.save_for_backward(hidden, weight, bias, targets)
+        ctx.settings = (dtype, temperature, chunk)
+        ctx.mark_non_differentiable(ent)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx, grad_logp, _grad_ent):  # type: ignore[override]
+        hidden, weight, bias, targets = ctx.saved_tensors
+        dtype, temperature, chunk = ctx.settings
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        with torch.autocast(hidden.device.type, enabled=False):
+            h, w = hidden.to(dtype), weight.to(dtype)
+            b = bias.to(dtype) if bias is not None else None
+            grad_h = torch.empty_like(hidden) if need_h else None
+            grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+            grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=bias.device) if need_b else None
+            g = grad_logp.float()
+            for s in range(0, h.shape[0], chunk):
+                hs, gs = h[s : s + chunk], g[s : s + chunk]
+                z = _chunk_logits(hs, w, b, temperature)
+                z.sub_(torch.logsumexp(z, -1, keepdim=True)).exp_()  # p, in place
+                z.mul_(-gs[:, None])  # dz = g (onehot - p) / T
+                z.scatter_add_(-1, targets[s : s + chunk, None], gs[:, None])
+                if temperature != 1.0:
+                    z.div_(temperature)
+                if grad_b is not None:
+                    grad_b += z.sum(0)
+                dz = z.to(dtype)
+                del z
+                if grad_h is not None:
+                    grad_h[s : s + chunk] = (dz @ w).to(hidden.dtype)
+                if grad_w is not None:
+                    grad_w += (dz.t() @ hs).float()
+        return (
+            grad_h,
+            grad_w.to(weight.dtype) if grad_w is not None else None,
+            grad_b.to(bias.dtype) if grad_b is not None else None,
+            None,
+            None,
+            None,
+            None,
+        )
+
 
 def token_logprobs(
     model: torch.nn.Module,
@@ -51,17 +139,69 @@ def token_logprobs(
     attention_mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    *,
+    mask: torch.Tensor | None = None,
+    chunk_size: int = LOGPROB_CHUNK,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of input_ids[:, 1:] under the model at `temperature`; optionally the entropy.
 
-    Returns (logp [B, L-1], entropy [B, L-1] or None), both float32 whatever the compute dtype.
-    The entropy is computed without grad (it is a metric here, not a loss term).
+    Returns (logp [B, L-1], entropy [B, L-1] or None), both float32 whatever the compute dtype,
+    at the positions where `mask` [B, L-1] is set (every position when it is None) and 0
+    elsewhere. The entropy carries no gradient (it is a metric here, not a loss term).
+
+    The model's output projection (`get_output_embeddings()`) is swapped, for this call only,
+    for one that turns the final hidden states straight into these per-position values in chunks
+    of `chunk_size` positions: the full-vocabulary logits of a whole row never exist. It runs
+    inside the model's own forward, so an FSDP2-sharded root has its weights gathered as usual.
     """
+    head = model.get_output_embeddings()
+    if head is None or not hasattr(head, "weight"):
+        raise TypeError(f"{type(model).__name__} has no linear output projection to compute log-probs with")
+    targets = input_ids[:, 1:]
+    keep = (mask > 0) if mask is not None else torch.ones_like(targets, dtype=torch.bool)
+    rows, cols = keep.nonzero(as_tuple=True)
+    out: dict[str, torch.Tensor] = {}
+
+    def project(hidden: torch.Tensor) -> torch.Tensor:
+        picked = hidden[:, :-1][rows, cols]  # [N, H]: response positions only
+        logp, ent = _ChunkedTokenLogprob.apply(
+            picked,
+            head.weight,
+            getattr(head, "bias", None),
+            targets[rows, cols],
+            float(temperature),
+            max(1, int(chunk_size)),
+            with_entropy,
+        )
+        shape = targets.shape
+        full = torch.zeros(shape, dtype=torch.float32, device=logp.device).index_put((rows, cols), logp)
+        if with_entropy:
+            out["entropy"] = torch.zeros(shape, dtype=torch.float32, device=ent.device).index_put(
+                (rows, cols), ent
+            )
+        return full
+
+    head.forward = project  # an instance attribute shadows the class's forward for this call
+    try:
+        logp = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    finally:
+        del head.forward
+    return logp, out.get("entropy")
+
+
+def full_token_logprobs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The direct computation (whole rows' full-vocabulary logits, then log_softmax), kept as the
+    yardstick `token_logprobs` is tested and measured against; not used in training."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
     logits = logits[:, :-1].float() / temperature
-    targets = input_ids[:, 1:]
     logp_all = F.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logp = logp_all.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.no_grad():
