@@ -3,6 +3,7 @@
     mars-train --preset tiny --output runs/tiny
     mars-train --preset qwen3-4b --output runs/q4b [--steps N] [--resume] [--config FILE] [key=value ...]
     mars-train --preset qwen3-4b --print-config --world-size 8     # resolved settings as JSON
+    mars-train --preset qwen3-4b --estimate-memory --world-size 8 --gpu-memory-gib 80 [--json]
     torchrun --nproc-per-node 8 -m training.cli --preset qwen3-4b --output runs/q4b
 
 Bad input (unknown preset, game or setting, impossible batch sizes, missing model, a resumed run
@@ -37,6 +38,7 @@ HELP_DEFAULTS = {
     "steps": "the preset's",
     "config": "none",
     "overrides": "none",
+    "gpu_memory_gib": "none (required with --estimate-memory)",
 }
 
 
@@ -73,8 +75,16 @@ def make_parser() -> argparse.ArgumentParser:
         "--world-size",
         type=int,
         default=None,
-        help="ranks to assume for --print-config (default: $WORLD_SIZE or 1)",
+        help="ranks to assume for --print-config and --estimate-memory (default: $WORLD_SIZE or 1)",
     )
+    p.add_argument(
+        "--estimate-memory",
+        action="store_true",
+        help="print the per-GPU peak memory of the update step and of the rollout phase "
+        "(training/memory.py, computed on the CPU) and whether they fit, and exit",
+    )
+    p.add_argument("--gpu-memory-gib", type=float, default=None, help="GPU memory for --estimate-memory, GiB")
+    p.add_argument("--json", action="store_true", help="--estimate-memory as one JSON object")
     p.add_argument(
         "overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=1e-5 games=tic_tac_toe"
     )
@@ -82,13 +92,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def print_config(args: argparse.Namespace) -> int:
-    cfg = build_config(args.preset, args.config, parse_overrides(args.overrides), args.steps)
-    world = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
-    if world < 1:
-        raise ConfigError(f"--world-size must be >= 1 (got {world})")
-    from mars_eval.games import ALL_GAMES
-
-    validate(cfg, world, ALL_GAMES)
+    cfg, world = _resolved(args)
     text = json.dumps(
         {"preset": args.preset, "config": cfg.to_dict(), "derived": derived(cfg, world)}, indent=2
     )
@@ -99,11 +103,54 @@ def print_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _resolved(args: argparse.Namespace):
+    cfg = build_config(args.preset, args.config, parse_overrides(args.overrides), args.steps)
+    world = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    if world < 1:
+        raise ConfigError(f"--world-size must be >= 1 (got {world})")
+    from mars_eval.games import ALL_GAMES
+
+    validate(cfg, world, ALL_GAMES)
+    return cfg, world
+
+
+def estimate_memory(args: argparse.Namespace) -> int:
+    if args.gpu_memory_gib is None or args.gpu_memory_gib <= 0:
+        raise ConfigError("--estimate-memory needs --gpu-memory-gib G (> 0)")
+    cfg, world = _resolved(args)
+    from training.memory import estimate
+
+    report = estimate(cfg, world, args.gpu_memory_gib)
+    if args.json:
+        text = json.dumps(report, indent=2)
+    else:
+        a = report["assumptions"]
+        lines = [
+            f"{plain(cfg.model)} on {world} x {args.gpu_memory_gib:g} GiB: "
+            + ("fits" if report["fits"] else "DOES NOT FIT"),
+            f"update step  {report['update_peak_gib']:8.2f} GiB per GPU  (longest row "
+            f"{a['longest_row_tokens']} tokens; micro-batch {a['micro_batch_rows']} row(s), "
+            f"{a['micro_batch_tokens']} tokens)",
+        ]
+        lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["update"].items()]
+        lines.append(f"rollout      {report['rollout_peak_gib']:8.2f} GiB per GPU")
+        lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["rollout"].items()]
+        lines.append(f"({a['not_measured']}; formulas: training/memory.py)")
+        text = "\n".join(lines)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         if args.print_config:
             return print_config(args)
+        if args.estimate_memory:
+            return estimate_memory(args)
         if not args.output:
             raise ConfigError("--output is required (the run folder)")
         check_train_output(args.output)

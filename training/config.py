@@ -80,7 +80,11 @@ class TrainConfig:
     dual_clip: float = 1.4  # c in the dual clip (reference: 1 + 2 * clip_eps); <= 1 disables it
     ppo_epochs: int = 1
     minibatches: int = 48  # optimizer steps per PPO epoch (reference: 384 / 8 trajectories = 48)
-    micro_batch_size: int = 8  # rows (turns) per forward/backward
+    micro_batch_size: int = 8  # rows (turns) per forward/backward, at most
+    # padded tokens (rows x longest row) per forward/backward, at most; a longer row goes alone.
+    # 0: rows only. Rows are packed longest first (training/batch.py:pack_rows)
+    micro_batch_tokens: int = 0
+    logprob_chunk: int = 1024  # response positions whose full-vocabulary logits exist at once
     loss_agg: str = "trajectory"  # token mean per "trajectory" (reference) or per "turn", then mean
     kl_coef: float = 0.2  # k3 KL to the frozen reference; 0 disables (and skips the reference)
     kl_clamp: float = 10.0  # k3 clamped to [-c, c] as the reference; 0: no clamp
@@ -151,7 +155,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         dual_clip=1.4,
         ppo_epochs=1,
         minibatches=48,
-        micro_batch_size=4,
+        # rows of up to ~37k tokens (sequence_length, see training/memory.py:longest_row):
+        # micro-batches by a token budget, never 4 such rows at once (--estimate-memory)
+        micro_batch_size=8,
+        micro_batch_tokens=40960,
+        logprob_chunk=1024,
         loss_agg="trajectory",
         normalization="reference",
         min_lr_ratio=0.0,
@@ -396,10 +404,20 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
                 raise ConfigError(f"unknown game {g!r} (known: {', '.join(known_games)})")
     if len(set(cfg.games)) != len(cfg.games):
         raise ConfigError("games lists a game twice")
-    positive = ("rollout_batch", "steps", "ppo_epochs", "minibatches", "micro_batch_size", "max_new_tokens")
+    positive = (
+        "rollout_batch",
+        "steps",
+        "ppo_epochs",
+        "minibatches",
+        "micro_batch_size",
+        "max_new_tokens",
+        "logprob_chunk",
+    )
     for name in positive:
         if getattr(cfg, name) < 1:
             raise ConfigError(f"{name} must be >= 1 (got {getattr(cfg, name)})")
+    if cfg.micro_batch_tokens < 0:
+        raise ConfigError(f"micro_batch_tokens must be >= 0 (got {cfg.micro_batch_tokens})")
     if cfg.gen_batch_size < 1:
         raise ConfigError(f"gen_batch_size must be >= 1 (got {cfg.gen_batch_size})")
     tp = cfg.vllm_tensor_parallel if cfg.engine == "vllm" else 1
@@ -483,6 +501,8 @@ SAFE_CHANGES = (
     "tracker",
     "gen_batch_size",
     "micro_batch_size",
+    "micro_batch_tokens",
+    "logprob_chunk",
     "vllm_gpu_memory_utilization",
 )
 

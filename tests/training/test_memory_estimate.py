@@ -1,0 +1,116 @@
+"""The memory estimator (training/memory.py): its terms against peaks measured on the CPU for
+small Qwen3-shaped models running the real update (training/memcheck.py), its figures for the
+qwen3-4b preset, and `mars-train --estimate-memory`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from training.cli import main
+from training.config import build_config
+from training.memcheck import measure_update_peak
+from training.memory import KNOWN_SHAPES, ModelShape, estimate, update_terms
+
+
+@pytest.mark.parametrize(
+    ("shape", "rows", "width", "response", "checkpointing"),
+    [
+        # activations dominate, with and without activation checkpointing
+        (ModelShape(1024, 128, 384, 3, 4, 2, 32, tied=True), 2, 1024, 256, True),
+        (ModelShape(1024, 128, 384, 3, 4, 2, 32, tied=True), 2, 1024, 256, False),
+        # untied head, more heads, one long row; four short rows without checkpointing
+        (ModelShape(2048, 96, 256, 4, 6, 2, 16, tied=False), 1, 2048, 512, True),
+        (ModelShape(2048, 96, 256, 4, 6, 2, 16, tied=False), 4, 512, 128, False),
+        # a vocabulary 64 x the hidden size: the log-prob chunk dominates
+        (ModelShape(4096, 64, 192, 2, 4, 4, 16, tied=True), 3, 1024, 1000, True),
+    ],
+)
+def test_estimate_matches_the_measured_peak_of_a_real_update(shape, rows, width, response, checkpointing):
+    measured = measure_update_peak(
+        shape, rows=rows, width=width, response=response, checkpointing=checkpointing
+    )
+    terms = update_terms(
+        shape,
+        world=1,
+        rows=rows,
+        width=width,
+        response=response * rows,
+        checkpointing=checkpointing,
+        sharded=True,
+    )
+    terms["attention_mask"] = 0.0  # the measured rows are unpadded (see measure_update_peak)
+    estimated = sum(terms.values())
+    # measured on this code: ratios 1.03 to 1.10; the estimate should err on the high side
+    assert 0.95 * measured <= estimated <= 1.3 * measured, (estimated, measured)
+
+
+def test_parameter_count_is_the_models():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    for tied in (True, False):
+        shape = ModelShape(1000, 64, 160, 3, 4, 2, 24, tied=tied)
+        with torch.device("meta"):
+            model = Qwen3ForCausalLM(
+                Qwen3Config(
+                    vocab_size=1000,
+                    hidden_size=64,
+                    intermediate_size=160,
+                    num_hidden_layers=3,
+                    num_attention_heads=4,
+                    num_key_value_heads=2,
+                    head_dim=24,
+                    tie_word_embeddings=tied,
+                )
+            )
+        assert shape.params == sum(p.numel() for p in model.parameters())
+    assert KNOWN_SHAPES["Qwen/Qwen3-4B"].params == 4_022_468_096  # Qwen3-4B's published size
+
+
+def test_qwen3_4b_fits_on_8_x_80_gib_and_the_old_layout_did_not():
+    cfg = build_config("qwen3-4b")
+    report = estimate(cfg, 8, 80.0)
+    assert report["fits"] and report["update_peak_gib"] < 80 and report["rollout_peak_gib"] < 80
+    assert report["breakdown"]["rollout"]["vllm"] == pytest.approx(0.35 * 80)
+    assert report["assumptions"]["longest_row_tokens"] == 32768 - 1000 + 1024 + 4096
+    update = report["breakdown"]["update"]
+    assert update["master_weights"] == pytest.approx(4 * 4_022_468_096 / 8 / 2**30, abs=1e-3)
+    # before: 4 rows of the longest length per micro-batch, no token budget
+    old = estimate(
+        build_config("qwen3-4b", overrides={"micro_batch_tokens": 0, "micro_batch_size": 4}), 8, 80
+    )
+    assert old["update_peak_gib"] > 2 * report["update_peak_gib"]
+    no_checkpointing = estimate(build_config("qwen3-4b", overrides={"gradient_checkpointing": False}), 8, 80)
+    assert not no_checkpointing["fits"]
+    assert not estimate(cfg, 8, 24.0)["fits"]  # a small card: the rollout's vLLM share alone is too much
+
+
+def test_the_command_prints_json_with_the_agreed_keys(capsys):
+    args = ["--preset", "qwen3-4b", "--estimate-memory", "--world-size", "8", "--gpu-memory-gib", "80"]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"update_peak_gib", "rollout_peak_gib", "fits", "breakdown"} <= set(report)
+    assert report["fits"] is True
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "fits" in out and "update step" in out and "rollout" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset", "qwen3-4b", "--estimate-memory", "--world-size", "8"], "--gpu-memory-gib"),
+        (
+            ["--preset", "qwen3-4b", "--estimate-memory", "--world-size", "5", "--gpu-memory-gib", "80"],
+            "split",
+        ),
+        (["--preset", "tiny", "--estimate-memory", "--gpu-memory-gib", "80"], "model shape"),
+        (["--estimate-memory", "--gpu-memory-gib", "80", "model=/nonexistent/x"], "config.json"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
