@@ -76,3 +76,25 @@ def turn_token_advantages(turn: Turn) -> list[float]:
 def gather_response(values: torch.Tensor, loss_mask: torch.Tensor) -> list[list[float]]:
     """Inverse of `per_token`: each row's values at its response positions."""
     return [values[b][loss_mask[b] > 0].tolist() for b in range(values.shape[0])]
+
+
+def pack_rows(lengths: list[int], max_rows: int, max_tokens: int = 0) -> list[list[int]]:
+    """Row indices grouped into micro-batches, longest rows first.
+
+    A micro-batch holds at most `max_rows` rows and, when `max_tokens` > 0, at most `max_tokens`
+    padded tokens (its row count x its longest row); a row longer than the budget goes alone.
+    Sorting by length keeps rows of similar length together, so padding stays small; the order
+    of rows inside an optimizer step does not change its summed gradient.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    out: list[list[int]] = []
+    for i in order:
+        if out:
+            batch = out[-1]
+            width = lengths[batch[0]]  # the longest: rows arrive longest first
+            fits_tokens = max_tokens <= 0 or (len(batch) + 1) * width <= max_tokens
+            if len(batch) < max_rows and fits_tokens:
+                batch.append(i)
+                continue
+        out.append([i])
+    return out
