@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mars_eval.games import make_game
 from mars_eval.mas.base import derive_seed
+from training.batch import Turn
 from training.rollout import EpisodeSpec, plan_episodes
 
 MODES = ("oversample", "fixed")
@@ -197,3 +200,84 @@ def rebalance(counts: list[int]) -> list[tuple[int, int, int]]:
         gi += give[gi][1] == 0
         ti += take[ti][1] == 0
     return moves
+
+
+Gather = Callable[[Any], list[Any]]  # every rank's object, in rank order (a collective)
+
+
+def play_batch(
+    worker: Any,
+    plans: list[EnvPlan],
+    seed: int,
+    *,
+    mode: str,
+    rollout_batch: int,
+    games: tuple[str, ...],
+    gather: Gather,
+    reporting: bool = True,
+) -> tuple[list[Turn], list[Any], list[Finished]]:
+    """Play this rank's environments and choose the batch over all ranks (module docstring).
+
+    `gather` runs on every rank; `reporting` is False on the ranks of a tensor-parallel group
+    that only mirror its first rank (they play the same episodes; their copies are not counted).
+    Returns this rank's turns, its episode results, and every rank's kept trajectories (with
+    their ranks): the same list everywhere.
+    """
+    collected: list[Finished] = []
+
+    def oversample_stop(new: list[Finished], running: list[float]) -> bool:
+        parts = gather((new, running) if reporting else ([], []))
+        for rank, (fins, _) in enumerate(parts):
+            collected.extend(replace(f, rank=rank) for f in fins)
+        clocks = [c for _, cl in parts for c in cl]
+        return settled(collected, clocks, rollout_batch)
+
+    def fixed_more(i: int, produced: int) -> bool:
+        return produced < plans[i].target
+
+    turns, results, finished = worker.play_environments(
+        [p.episodes for p in plans],
+        seed,
+        env_ids=[p.env for p in plans],
+        more=fixed_more if mode == "fixed" else None,
+        stop=oversample_stop if mode == "oversample" else None,
+    )
+    if mode == "fixed":
+        parts = gather(finished if reporting else [])
+        collected = [replace(f, rank=rank) for rank, fins in enumerate(parts) for f in fins]
+    keepers = sorted(r for r, flag in enumerate(gather(reporting)) if flag)
+    kept = select(collected, mode=mode, rollout_batch=rollout_batch, games=games)
+    kept = kept[: len(kept) - len(kept) % max(1, len(keepers))]  # short of the batch: even split
+    return turns, results, kept
+
+
+def balance(
+    turns: list[Turn], kept: list[Finished], rank: int, gather: Gather, keepers: list[int]
+) -> list[Turn]:
+    """This rank's share after the moves of `rebalance`: its kept trajectories minus those it
+    sends, plus those it receives (renumbered so that episode numbers stay unique here).
+
+    A rank sends its latest finishers; every rank computes the same moves from `kept`."""
+    counts = [sum(1 for f in kept if f.rank == r) for r in keepers]
+    mine = sorted((f for f in kept if f.rank == rank), reverse=True)  # latest first
+    outgoing: dict[int, list[list[Turn]]] = {}
+    leaving: set[tuple[int, int]] = set()
+    if rank in keepers:
+        me = keepers.index(rank)
+        for src, dst, k in rebalance(counts):
+            if src == me:
+                for f in mine[len(leaving) : len(leaving) + k]:
+                    leaving.add((f.episode, f.seat))
+                    traj = [t for t in turns if (t.episode, t.seat) == (f.episode, f.seat)]
+                    outgoing.setdefault(keepers[dst], []).append(traj)
+    stay = {(f.episode, f.seat) for f in mine} - leaving
+    out = [t for t in turns if (t.episode, t.seat) in stay]
+    parts = gather(outgoing)
+    next_number = 1 + max((t.episode for t in turns), default=-1)
+    for part in parts:
+        for traj in part.get(rank, []):
+            for t in traj:
+                t.episode = next_number
+            out += traj
+            next_number += 1
+    return out

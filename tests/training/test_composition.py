@@ -4,11 +4,13 @@ the first-finished choice and the moves that give every rank the same number of 
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 
 import pytest
 
-from training.composition import Finished, plan_environments, rebalance, select, settled
+from training.batch import Turn
+from training.composition import Finished, balance, plan_environments, rebalance, select, settled
 from training.rollout import plan_episodes
 
 GAMES = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
@@ -87,3 +89,70 @@ def test_rebalance_leaves_every_rank_the_same(seed):
 def test_rebalance_refuses_an_uneven_total():
     with pytest.raises(ValueError, match="split evenly"):
         rebalance([3, 2])
+
+
+class ThreadGroup:
+    """`gather` as a collective over threads standing in for ranks (a barrier, with a timeout
+    that fails the test instead of hanging when the ranks call it unequally)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.slots: list = [None] * n
+        self.barrier = threading.Barrier(n, timeout=60)
+
+    def gather_for(self, rank: int):
+        def gather(obj):
+            self.slots[rank] = obj
+            self.barrier.wait()
+            out = list(self.slots)
+            self.barrier.wait()  # nobody overwrites a slot before everyone has read it
+            return out
+
+        return gather
+
+    def run(self, fn):
+        results: list = [None] * self.n
+        errors: list = []
+
+        def body(rank):
+            try:
+                results[rank] = fn(rank, self.gather_for(rank))
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+                self.barrier.abort()
+
+        threads = [threading.Thread(target=body, args=(r,)) for r in range(self.n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return results
+
+
+def _turns_for(rank_trajs: list[tuple[int, int]]) -> list[Turn]:
+    return [
+        Turn("g", seat, episode, index, [1], [2], [0.0])
+        for episode, seat in rank_trajs
+        for index in range(1 + (episode + seat) % 3)  # trajectories of 1 to 3 turns
+    ]
+
+
+def test_balance_moves_whole_trajectories_until_every_rank_has_the_same():
+    # ranks hold 5, 1 and 3 kept trajectories (one dropped on rank 0): 3 each after the moves
+    held = {0: [(e, s) for e in range(3) for s in (0, 1)], 1: [(0, 0)], 2: [(0, 0), (0, 1), (1, 1)]}
+    kept = [
+        Finished(float(10 * r + e + s), 100 * r + e, e, s, r, "g")
+        for r, trajs in held.items()
+        for e, s in trajs
+        if (r, e, s) != (0, 2, 1)
+    ]
+    group = ThreadGroup(3)
+    out = group.run(lambda rank, gather: balance(_turns_for(held[rank]), kept, rank, gather, [0, 1, 2]))
+    per_rank = [{(t.episode, t.seat) for t in turns} for turns in out]
+    assert [len(keys) for keys in per_rank] == [3, 3, 3]
+    total_turns = sum(len(t) for t in out)
+    expected = sum(1 + (e + s) % 3 for f in kept for e, s in [(f.episode, f.seat)])
+    assert total_turns == expected  # whole trajectories moved, nothing lost, nothing doubled
+    assert (2, 1) not in per_rank[0]  # a trajectory that was not kept stays out
