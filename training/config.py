@@ -40,6 +40,11 @@ class TrainConfig:
     prompt_style: str = "reference"
     enable_thinking: bool = True  # passed to the chat template (Qwen3: reason in <think> first)
     rollout_batch: int = 384  # learner trajectories per step (all games, all ranks)
+    # "oversample" (reference): `rollout_envs` environments each play up to
+    # ceil(rollout_batch / rollout_envs) episodes in turn, the first rollout_batch trajectories to
+    # finish are kept | "fixed": rollout_batch / games of each game (training/composition.py)
+    batch_composition: str = "oversample"
+    rollout_envs: int = 0  # environments for "oversample"; 0: rollout_batch / 4 (reference: 96)
     opponent: str = "self"  # "self": the learner plays every seat; else a fixed-opponent spec for all
     mix_opponent: str = "random"  # with opponent="self": fixed opponent for a share of episodes
     mix_fraction: float = 0.0  # share of (competitive) episodes where one seat is `mix_opponent`
@@ -143,6 +148,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         games=("tic_tac_toe", "kuhn_poker", "mini_hanabi"),
         prompt_style="reference",
         rollout_batch=384,
+        batch_composition="oversample",
+        rollout_envs=96,
         steps=200,
         lr=1e-6,
         lr_schedule="cosine",
@@ -216,6 +223,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         # named options where the reference defaults differ:
         loss_agg="turn",
         normalization="return_mean",
+        batch_composition="fixed",
         min_lr_ratio=0.1,
         schedule_unit="rollout",
         kl_clamp=0.0,
@@ -256,6 +264,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         prompt_style="compact",
         enable_thinking=False,
         rollout_batch=8,
+        batch_composition="fixed",
         minibatches=2,
         forfeit_tokens=0,
         sequence_length=0,
@@ -392,6 +401,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         "advantage": ("turn", "trajectory"),
         "normalization": ("reference", "return_mean", "global"),
         "lr_schedule": ("cosine", "constant"),
+        "batch_composition": ("oversample", "fixed"),
     }
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
@@ -431,6 +441,12 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         )
     if cfg.rollout_batch // per_unit < 2:
         raise ConfigError(f"rollout_batch={cfg.rollout_batch} gives under 2 trajectories per game and rank")
+    envs = rollout_envs(cfg)
+    if cfg.batch_composition == "oversample" and (envs % len(cfg.games) or envs % (world_size // tp)):
+        raise ConfigError(
+            f"rollout_envs={envs} must split evenly over {len(cfg.games)} game(s) and {world_size // tp} "
+            "engine group(s)"
+        )
     if cfg.rollout_batch // (world_size // tp) < cfg.minibatches:
         raise ConfigError(f"minibatches={cfg.minibatches} exceeds the trajectories per rank")
     if not 0.0 <= cfg.mix_fraction <= 1.0:
@@ -455,12 +471,28 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         )
     if cfg.master_dtype == "bfloat16" and cfg.dtype == "float32":
         raise ConfigError("master_dtype=bfloat16 with dtype=float32 is not a mixed-precision setting")
-    if min(cfg.reward_clip, cfg.advantage_clip, cfg.kl_clamp, cfg.forfeit_tokens, cfg.sequence_length) < 0:
+    if (
+        min(
+            cfg.reward_clip,
+            cfg.advantage_clip,
+            cfg.kl_clamp,
+            cfg.forfeit_tokens,
+            cfg.sequence_length,
+            cfg.rollout_envs,
+        )
+        < 0
+    ):
         raise ConfigError(
-            "reward_clip, advantage_clip, kl_clamp, forfeit_tokens, sequence_length must be >= 0"
+            "reward_clip, advantage_clip, kl_clamp, forfeit_tokens, sequence_length, rollout_envs "
+            "must be >= 0"
         )
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
+
+
+def rollout_envs(cfg: TrainConfig) -> int:
+    """Environments of the "oversample" composition (0 in the settings: rollout_batch / 4)."""
+    return cfg.rollout_envs if cfg.rollout_envs > 0 else max(1, cfg.rollout_batch // 4)
 
 
 def optimizer_steps_per_rollout(cfg: TrainConfig) -> int:
@@ -482,6 +514,10 @@ def derived(cfg: TrainConfig, world_size: int = 1) -> dict[str, Any]:
         "trajectories_per_game_and_rank": per_rank // max(1, len(cfg.games)),
         "optimizer_steps_per_rollout_batch": optimizer_steps_per_rollout(cfg),
         "trajectories_per_optimizer_step": cfg.rollout_batch / cfg.minibatches,
+        "rollout_envs": rollout_envs(cfg) if cfg.batch_composition == "oversample" else 0,
+        "episodes_per_env": -(-cfg.rollout_batch // rollout_envs(cfg))
+        if cfg.batch_composition == "oversample"
+        else 1,
         "total_optimizer_steps": total_optimizer_steps(cfg),
         "schedule_length": total_optimizer_steps(cfg) if cfg.schedule_unit == "optimizer" else cfg.steps,
         "dual_clip_vs_reference": 1 + 2 * cfg.clip_eps,

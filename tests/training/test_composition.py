@@ -156,3 +156,18 @@ def test_balance_moves_whole_trajectories_until_every_rank_has_the_same():
     expected = sum(1 + (e + s) % 3 for f in kept for e, s in [(f.episode, f.seat)])
     assert total_turns == expected  # whole trajectories moved, nothing lost, nothing doubled
     assert (2, 1) not in per_rank[0]  # a trajectory that was not kept stays out
+
+
+def test_settings_default_to_the_reference_and_check_the_split():
+    from mars_eval.models.base import ConfigError
+    from training.config import build_config, derived, validate
+
+    cfg = build_config("qwen3-4b")
+    assert cfg.batch_composition == "oversample"
+    assert derived(cfg, 8)["rollout_envs"] == 96 and derived(cfg, 8)["episodes_per_env"] == 4
+    assert build_config("tiny").batch_composition == "fixed"  # tuned and measured with the old split
+    validate(cfg, 8)
+    with pytest.raises(ConfigError, match="rollout_envs=95"):
+        validate(build_config("qwen3-4b", overrides={"rollout_envs": 95}), 8)
+    with pytest.raises(ConfigError, match="batch_composition"):
+        validate(build_config("qwen3-4b", overrides={"batch_composition": "random"}), 8)
