@@ -215,13 +215,13 @@ def play_batch(
     games: tuple[str, ...],
     gather: Gather,
     reporting: bool = True,
-) -> tuple[list[Turn], list[Any], list[Finished]]:
+) -> tuple[list[Turn], list[Any], list[Finished], list[Finished]]:
     """Play this rank's environments and choose the batch over all ranks (module docstring).
 
     `gather` runs on every rank; `reporting` is False on the ranks of a tensor-parallel group
     that only mirror its first rank (they play the same episodes; their copies are not counted).
-    Returns this rank's turns, its episode results, and every rank's kept trajectories (with
-    their ranks): the same list everywhere.
+    Returns this rank's turns, its episode results, every rank's kept trajectories (with their
+    ranks) and every finished one, both the same lists on every rank.
     """
     collected: list[Finished] = []
 
@@ -248,7 +248,7 @@ def play_batch(
     keepers = sorted(r for r, flag in enumerate(gather(reporting)) if flag)
     kept = select(collected, mode=mode, rollout_batch=rollout_batch, games=games)
     kept = kept[: len(kept) - len(kept) % max(1, len(keepers))]  # short of the batch: even split
-    return turns, results, kept
+    return turns, results, kept, sorted(collected)
 
 
 def balance(
