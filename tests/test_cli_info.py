@@ -68,6 +68,21 @@ def test_listed_system_defaults_are_the_systems_own() -> None:
     assert SYSTEMS["autogen"][1]["--autogen-style"] == autogen.style
     assert SYSTEMS["vote"][1]["--votes"].endswith(f"else {DEFAULT_VOTES}")
     assert make_system("vote").votes == DEFAULT_VOTES
+    sc = make_system("self-consistency")
+    assert SYSTEMS["self-consistency"][1] == {"--samples-per-answer": str(sc.votes)}
+    assert SYSTEMS["dylan"][1] == {"--agents": str(make_system("dylan").agents)}
+    av = make_system("agentverse")
+    assert SYSTEMS["agentverse"][1] == {
+        "--agents": str(av.agents),
+        "--turns": str(av.turns),
+        "--rounds": str(av.rounds),
+    }
+    net = make_system("macnet")
+    assert SYSTEMS["macnet"][1] == {
+        "--agents": str(net.agents),
+        "--topology": net.topology,
+        "--macnet-handoff": net.handoff,
+    }
 
 
 def test_list_prints_every_section_with_options_literal() -> None:

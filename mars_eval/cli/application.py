@@ -49,7 +49,10 @@ def mas(
             "math500, arith"
         ),
     ],
-    system: Annotated[str, typer.Option(help="single, mad, autogen, debate, vote")] = "single",
+    system: Annotated[
+        str,
+        typer.Option(help="single, mad, autogen, debate, vote, self-consistency, dylan, agentverse, macnet"),
+    ] = "single",
     model: Annotated[
         str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
     ] = None,
@@ -87,6 +90,10 @@ def mas(
     autogen_client: opt.AutogenClient = "auto",
     autogen_style: opt.AutogenStyle = "maslab",
     mad_judge: opt.MadJudge = "first-round",
+    samples_per_answer: opt.SamplesPerAnswer = None,
+    turns: opt.Turns = None,
+    topology: opt.Topology = None,
+    macnet_handoff: opt.MacnetHandoff = None,
     gpqa_order: opt.GpqaOrder = "shuffled",
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""

@@ -41,6 +41,23 @@ SYSTEMS: dict[str, tuple[str, dict[str, str]]] = {
         "majority vote over independent single-agent answers (compute-matched to MAD)",
         {"--votes": "the newest mad run's calls per sample, else 5"},
     ),
+    "self-consistency": (
+        "N independent single-agent answers, the majority wins (as vote, never compute-matched)",
+        {"--samples-per-answer": "5"},
+    ),
+    "dylan": (
+        "DyLAN (MASLab math variant): layers of agents stopping on agreement, a ranker keeps the "
+        "best 2 for a last layer; agent importance scores",
+        {"--agents": "4"},
+    ),
+    "agentverse": (
+        "AgentVerse (MASLab): expert recruitment, solver and critics, an evaluator, in turns",
+        {"--agents": "2", "--turns": "3", "--rounds": "3"},
+    ),
+    "macnet": (
+        "MacNet (MASLab): agents on a graph hand answers along its edges, the exit node answers",
+        {"--agents": "5", "--topology": "random", "--macnet-handoff": "maslab"},
+    ),
 }
 
 TASK_NOTES = {

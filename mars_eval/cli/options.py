@@ -52,6 +52,24 @@ Votes = Annotated[
         show_default="the newest mad run's calls per sample (same task, model, --output), else 5",
     ),
 ]
+SamplesPerAnswer = Annotated[
+    int | None, typer.Option(help="self-consistency: independent answers per sample", show_default="5")
+]
+Turns = Annotated[
+    int | None, typer.Option(help="agentverse: most turns (recruit, discuss, evaluate)", show_default="3")
+]
+Topology = Annotated[
+    str | None,
+    typer.Option(help="macnet graph: random, chain, star, tree, net, mlp", show_default="random"),
+]
+MacnetHandoff = Annotated[
+    str | None,
+    typer.Option(
+        help="macnet: what an edge hands over: maslab (MASLab's code: nothing) or answer (the "
+        "sender's answer, reviewed and revised)",
+        show_default="maslab",
+    ),
+]
 RequestTimeout = Annotated[
     float | None, typer.Option(help="Seconds before a call is retried", show_default="3600")
 ]
@@ -89,8 +107,29 @@ JsonSummary = Annotated[
 # The parameter names of the options above that `mas` and `suite` share: checked and turned into
 # an EvalConfig here, once, so the two commands cannot check or pass them differently.
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens")
-COUNTS = ("limit", "samples", "votes", "rounds", "agents", "concurrency", "request_timeout", "max_attempts")
-SETTINGS = ("seed", "output", "fresh", "engine", "autogen_client", "autogen_style", "mad_judge")
+COUNTS = (
+    "limit",
+    "samples",
+    "votes",
+    "rounds",
+    "agents",
+    "concurrency",
+    "request_timeout",
+    "max_attempts",
+    "samples_per_answer",
+    "turns",
+)
+SETTINGS = (
+    "seed",
+    "output",
+    "fresh",
+    "engine",
+    "autogen_client",
+    "autogen_style",
+    "mad_judge",
+    "topology",
+    "macnet_handoff",
+)
 
 
 def check_shared(opts: Mapping[str, Any]) -> None:

@@ -32,7 +32,8 @@ def suite(
     system: Annotated[
         Repeat,
         typer.Option(
-            help="System (repeatable): single, mad, autogen, debate, vote", show_default="none; required"
+            help="System (repeatable): single, mad, autogen, debate, vote, self-consistency, dylan, "
+            "agentverse, macnet; all: every one", show_default="none; required"
         ),
     ] = None,
     task: Annotated[
@@ -83,6 +84,10 @@ def suite(
     autogen_client: opt.AutogenClient = "auto",
     autogen_style: opt.AutogenStyle = "maslab",
     mad_judge: opt.MadJudge = "first-round",
+    samples_per_answer: opt.SamplesPerAnswer = None,
+    turns: opt.Turns = None,
+    topology: opt.Topology = None,
+    macnet_handoff: opt.MacnetHandoff = None,
     gpqa_order: opt.GpqaOrder = "shuffled",
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
@@ -113,7 +118,7 @@ def suite(
     template = opt.eval_config(given, task=tasks[0])
     plan = SuitePlan(
         models=models,
-        systems=list(dict.fromkeys(system)),
+        systems=expand_systems(system),
         tasks=tasks,
         template=template,
         data_files=files,
@@ -139,6 +144,13 @@ def suite(
         raise typer.Exit(2 if all(f.startswith("bad input:") for f in failures) else 1)
     if any((c.summary or {}).get("errors") for c in cells):
         raise typer.Exit(3)
+
+
+def expand_systems(names: list[str]) -> list[str]:
+    """--system values in order, `all` standing for every system (`mas.SYSTEM_NAMES`)."""
+    from mars_eval.mas import SYSTEM_NAMES
+
+    return list(dict.fromkeys(s for name in names for s in (SYSTEM_NAMES if name == "all" else (name,))))
 
 
 def _gpqa_order(task: str, order: str) -> str:

@@ -149,6 +149,8 @@ def check_run_options(
     concurrency: int | None = None,
     request_timeout: float | None = None,
     max_attempts: int | None = None,
+    samples_per_answer: int | None = None,
+    turns: int | None = None,
 ) -> None:
     """Counts that must be at least 1 (0 or a negative count runs nothing, or hangs)."""
     for flag, value in (
@@ -159,6 +161,8 @@ def check_run_options(
         ("--agents", agents),
         ("--concurrency", concurrency),
         ("--max-attempts", max_attempts),
+        ("--samples-per-answer", samples_per_answer),
+        ("--turns", turns),
     ):
         at_least(flag, value, 1)
     if request_timeout is not None and not request_timeout > 0:

@@ -8,7 +8,17 @@ from mars_eval.mas.base import System
 from mars_eval.mas.options import AUTOGEN_STYLES, MAD_JUDGE_VIEWS
 from mars_eval.models.base import ConfigError
 
-SYSTEM_NAMES = ("single", "mad", "autogen", "debate", "vote")
+SYSTEM_NAMES = (
+    "single",
+    "mad",
+    "autogen",
+    "debate",
+    "vote",
+    "self-consistency",
+    "dylan",
+    "agentverse",
+    "macnet",
+)
 
 
 def check_options(autogen_style: str, mad_judge: str) -> None:
@@ -28,10 +38,17 @@ PROTOCOL_VERSIONS = {"mad": 2, "autogen": 2, "debate": 2}
 
 
 def mas_identity(
-    name: str, autogen_style: str | None = None, mad_judge: str | None = None, matched_to: str | None = None
+    name: str,
+    autogen_style: str | None = None,
+    mad_judge: str | None = None,
+    matched_to: str | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """The system options that decide results, for a run's config (only those of `name`)."""
+    """The system options that decide results, for a run's config (only those of `name`; the
+    options of the later systems only for them, so older run folders keep their names)."""
     out: dict[str, Any] = {}
+    for key, default in SYSTEM_OWN_OPTIONS.get(name, {}).items():
+        out[key] = default if options.get(key) is None else options[key]
     if name in PROTOCOL_VERSIONS:
         out["protocol"] = PROTOCOL_VERSIONS[name]
     if name == "autogen":
@@ -41,6 +58,15 @@ def mas_identity(
     if name == "vote" and matched_to:
         out["matched_to"] = matched_to
     return out
+
+
+# Options only these systems read (with their defaults), recorded in their runs' config by
+# `mas_identity`.
+SYSTEM_OWN_OPTIONS: dict[str, dict[str, Any]] = {
+    "self-consistency": {"samples_per_answer": 5},
+    "agentverse": {"turns": 3},
+    "macnet": {"topology": "random", "macnet_handoff": "maslab"},
+}
 
 
 def make_system(name: str, **options: Any) -> System:
@@ -71,11 +97,44 @@ def make_system(name: str, **options: Any) -> System:
         from mars_eval.mas.vote import MajorityVote
 
         return MajorityVote(votes=opts.get("votes"))
+    if name == "self-consistency":
+        from mars_eval.mas.vote import DEFAULT_SAMPLES_PER_ANSWER, SelfConsistency
+
+        return SelfConsistency(opts.get("samples_per_answer", DEFAULT_SAMPLES_PER_ANSWER))
+    if name == "dylan":
+        from mars_eval.mas.dylan import DyLAN
+
+        return DyLAN(agents=opts.get("agents", 4))
+    if name == "agentverse":
+        from mars_eval.mas.agentverse import AgentVerse
+
+        return AgentVerse(
+            agents=opts.get("agents", 2), turns=opts.get("turns", 3), rounds=opts.get("rounds", 3)
+        )
+    if name == "macnet":
+        from mars_eval.mas.macnet import MacNet
+
+        return MacNet(
+            agents=opts.get("agents", 5),
+            topology=opts.get("topology", "random"),
+            handoff=opts.get("macnet_handoff", "maslab"),
+        )
     raise ConfigError(f"unknown system {name!r}; choose one of: {', '.join(SYSTEM_NAMES)}")
 
 
 # The run configuration's fields (EvalConfig's) that make_system reads.
-SYSTEM_OPTIONS = ("rounds", "agents", "votes", "autogen_client", "autogen_style", "mad_judge")
+SYSTEM_OPTIONS = (
+    "rounds",
+    "agents",
+    "votes",
+    "autogen_client",
+    "autogen_style",
+    "mad_judge",
+    "samples_per_answer",
+    "turns",
+    "topology",
+    "macnet_handoff",
+)
 
 
 def system_for(name: str, cfg: Any) -> System:

@@ -157,9 +157,17 @@ class SampleContext:
         return out
 
     async def ask(
-        self, agent: str, messages: list[Message], *, role: str = "assistant", **overrides: Any
+        self,
+        agent: str,
+        messages: list[Message],
+        *,
+        role: str = "assistant",
+        tag: dict[str, Any] | None = None,
+        **overrides: Any,
     ) -> ChatResponse:
         """Call the model as `agent`; the n-th call of an agent gets its own derived seed.
+        `tag`: extra fields for the call's transcript entry (where the call sits in the system's
+        structure, e.g. {"stage": "layer 2"}; the report shows them).
 
         Keying the seed by agent and ordinal (not by global call order) keeps resume keys
         stable when agents run concurrently.
@@ -168,7 +176,7 @@ class SampleContext:
         params = replace(self.params, seed=seed, **overrides)
         started = time.time()
         resp = await self.client.chat(messages, params)
-        self.record_call(agent, role, n, messages, resp, started)
+        self.record_call(agent, role, n, messages, resp, started, **(tag or {}))
         return resp
 
     def note(self, event: str, **data: Any) -> None:

@@ -28,10 +28,12 @@ from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem, Task
 
 DEFAULT_VOTES = 5
+DEFAULT_SAMPLES_PER_ANSWER = 5
 
 
 class MajorityVote:
     name = "vote"
+    agent = "voter"  # agents are voter0, voter1, ...
 
     def __init__(self, votes: int | None = None):
         votes = DEFAULT_VOTES if votes is None else int(votes)
@@ -42,7 +44,7 @@ class MajorityVote:
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         messages = [{"role": "user", "content": problem.prompt}]
         replies = await gather_or_cancel(
-            ctx.ask(f"voter{i}", list(messages), role="voter") for i in range(self.votes)
+            ctx.ask(f"{self.agent}{i}", list(messages), role=self.agent) for i in range(self.votes)
         )
         texts = [r.content for r in replies]
         answers = [task.extract(t) for t in texts]
@@ -60,3 +62,20 @@ class MajorityVote:
             how=f"majority of {self.votes} votes ({count}/{self.votes})",
             details={"answers": answers, "tally": dict(tally), "votes": self.votes},
         )
+
+
+class SelfConsistency(MajorityVote):
+    """`self-consistency` (Wang et al. 2023): `samples_per_answer` independent answers to the
+    single-agent prompt, the majority wins, aggregated exactly as `vote` (ties to the first
+    seen, answerless samples do not vote). Unlike `vote` it is never compute-matched: its
+    count is --samples-per-answer (default 5), so it is the cheapest multi-call baseline at a
+    fixed cost. Calls per sample: samples_per_answer."""
+
+    name = "self-consistency"
+    agent = "sample"
+
+    def __init__(self, samples_per_answer: int = DEFAULT_SAMPLES_PER_ANSWER):
+        n = int(samples_per_answer)
+        if n < 1:
+            raise ConfigError(f"self-consistency needs --samples-per-answer >= 1, got {n}")
+        self.votes = n

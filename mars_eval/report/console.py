@@ -40,14 +40,18 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
             ("context_overflow", "context overflow (scored wrong)"),
             ("truncated", "truncated at max_tokens"),
             ("no_answer", "no answer (scored wrong)"),
+            ("unparsed", "unreadable ranking/critique (fallback used)"),
         ):
-            table.add_row(label, f"{summary[key]} ({summary[f'{key}_rate']:.1%})")
+            if key in summary:
+                table.add_row(label, f"{summary[key]} ({summary[f'{key}_rate']:.1%})")
     for key, label in (("gold_letters", "gold letters"), ("predicted_letters", "predicted letters")):
         if key in summary:
             table.add_row(label, shown(" ".join(f"{x}:{n}" for x, n in summary[key].items())))
     errors = summary["errors"]
     table.add_row("errors (not scored)", f"[red]{errors}[/red]" if errors else "0")
     table.add_row("LLM calls per sample", f"{summary['llm_calls_per_sample']:.2f}")
+    if "tokens_per_sample" in summary:
+        table.add_row("tokens per sample (prompt + completion)", _short(round(summary["tokens_per_sample"])))
     table.add_row(
         "tokens prompt / completion",
         f"{_short(summary['prompt_tokens'])} / {_short(summary['completion_tokens'])}",

@@ -29,6 +29,7 @@ from mars_eval.analysis import tables
 from mars_eval.mas.base import expanded_transcript
 from mars_eval.report import data as report_data
 from mars_eval.report import plots
+from mars_eval.report.structure import structure_of
 from mars_eval.run.rundirs import RunDir, find_runs
 from mars_eval.run.suite import SUITE_FILE
 
@@ -146,6 +147,24 @@ class Report:
             for c in self.comparisons
         ]
 
+    def transfer(self) -> list[dict[str, Any]]:
+        """Each checkpoint against the base (the first model) on one task, one row per system:
+        does the change carry over across the multi-agent systems? With its delta plot."""
+        groups: dict[tuple[str, str], list[tables.Comparison]] = {}
+        for c in self.comparisons:
+            groups.setdefault((c.model, c.task), []).append(c)
+        out = []
+        for (model, task), comps in groups.items():
+            svg = plots.delta_bars(
+                [c.system for c in comps],
+                [100 * c.result.delta for c in comps],
+                [_p(c.result.ci_low) for c in comps],
+                [_p(c.result.ci_high) for c in comps],
+                "delta (pp, 95% interval)",
+            )
+            out.append({"model": model, "task": task, "base": comps[0].base, "rows": comps, "svg": svg})
+        return out
+
     # --- plots --------------------------------------------------------------------------------
     def accuracy_bars(self) -> str | None:
         if not self.cells:
@@ -252,6 +271,7 @@ class Report:
             "main": self.main_table(),
             "paper_source": ref.source(),
             "comparisons": self.comparison_rows(),
+            "transfer": self.transfer(),
             "bars": self.accuracy_bars(),
             "checkpoints": self.checkpoint_curves(),
             "games": self.games_section(),
@@ -281,7 +301,10 @@ def write_html(report: Report, out: Path) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             back = "../../" + quote(out.name)  # a URL: "#" or "%" in the name must not cut it
             target.write_text(
-                page.render(cell=cell, rec=rec, back=back, entries=_entries(rec)), encoding="utf-8"
+                page.render(
+                    cell=cell, rec=rec, back=back, entries=_entries(rec), structure=structure_of(rec)
+                ),
+                encoding="utf-8",
             )
     return out
 

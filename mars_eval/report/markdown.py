@@ -144,10 +144,11 @@ def quality_section(report: Report) -> list[str]:
     if not quality:
         return []
     header = ["task", "system", "model", "samples", "errors", "truncated", "context overflow", "no answer"]
+    header += ["unparsed"]
     header += ["letters predicted", "letters gold"]
     rows = [
         [q.cell.task, q.cell.system, q.cell.model, str(q.samples), str(q.errors)]
-        + [str(q.outcomes.get(k, 0)) for k in ("truncated", "context_overflow", "no_answer")]
+        + [str(q.outcomes.get(k, 0)) for k in ("truncated", "context_overflow", "no_answer", "unparsed")]
         + [_letters(q.outcomes.get("predicted_letters")), _letters(q.outcomes.get("gold_letters"))]
         for q in quality
     ]

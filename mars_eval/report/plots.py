@@ -74,6 +74,28 @@ def bar_chart(
         return _svg(fig)
 
 
+def delta_bars(
+    labels: Sequence[str],
+    deltas: Sequence[float],
+    lows: Sequence[float | None],
+    highs: Sequence[float | None],
+    ylabel: str,
+) -> str:
+    """One bar per label (a system) for a signed difference, with its interval as error bars
+    and a line at zero."""
+    with plt.rc_context(STYLE):
+        width_in = min(9.5, max(4.0, 0.9 * len(labels) + 1.5))
+        fig, ax = plt.subplots(figsize=(width_in, 3.0))
+        err_lo = [max(0.0, d - lo) if lo is not None else 0.0 for d, lo in zip(deltas, lows, strict=True)]
+        err_hi = [max(0.0, hi - d) if hi is not None else 0.0 for d, hi in zip(deltas, highs, strict=True)]
+        colors = ["#2a7" if d >= 0 else "#c44" for d in deltas]
+        ax.bar(range(len(labels)), deltas, 0.6, yerr=[err_lo, err_hi], capsize=3, ecolor="#333", color=colors)
+        ax.axhline(0, color="#555", linewidth=0.8)
+        ax.set_xticks(range(len(labels)), list(labels), **_tick_layout(labels, width_in))
+        ax.set_ylabel(ylabel)
+        return _svg(fig)
+
+
 def bar_positions(
     n_groups: int, series: dict[str, Sequence[float | None]]
 ) -> tuple[dict[str, list[float | None]], float]:

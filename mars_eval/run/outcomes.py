@@ -13,6 +13,9 @@ it beside its accuracy instead of hiding it among errors:
   model layer gives it empty content); one cut off after its thinking keeps what it wrote.
 - no_answer: the sample was scored without an answer, whatever the cause (overflow, truncation,
   or a final text that states none).
+- unparsed: a reply the system had to read in a set form could not be read (DyLAN's ranking,
+  AgentVerse's expert list or evaluation): the system went on with its documented fallback,
+  and `details["unparsed"]` counts such replies in the sample.
 
 Rates are over scored samples (errors, which are rerun, are left out of them as of accuracy).
 For multiple-choice tasks (a task with `choices`, e.g. GPQA's "ABCD") the summary also gives
@@ -56,7 +59,7 @@ def outcome_summary(records: list[dict[str, Any]], choices: str | tuple[str, ...
         return sum(1 for r, d in zip(scored, details, strict=True) if r.get(flag) or d.get(flag))
 
     out: dict[str, Any] = {"samples_scored": n}
-    for flag in ("truncated", "context_overflow", "no_answer"):
+    for flag in ("truncated", "context_overflow", "no_answer", "unparsed"):
         c = count(flag)
         out[flag] = c
         out[f"{flag}_rate"] = c / n if n else 0.0

@@ -58,6 +58,10 @@ class EvalConfig:
     autogen_client: str = "auto"  # autogen's model client: auto = openai over HTTP, adapter in-process
     autogen_style: str = "maslab"  # autogen conversation: maslab (the reference) or solver-reviewer
     mad_judge: str = "first-round"  # which round's arguments MAD's judge sees
+    samples_per_answer: int | None = None  # self-consistency's answers per sample (default 5)
+    turns: int | None = None  # agentverse's most turns (default 3)
+    topology: str | None = None  # macnet's graph (default random)
+    macnet_handoff: str | None = None  # what a macnet edge hands over (default maslab)
     vote_match: dict[str, Any] | None = None  # the mad run a vote run was matched to (mas.matching)
 
     def identity(self, model_name: str) -> dict[str, Any]:
@@ -79,6 +83,10 @@ class EvalConfig:
                 autogen_style=self.autogen_style,
                 mad_judge=self.mad_judge,
                 matched_to=(self.vote_match or {}).get("run"),
+                samples_per_answer=self.samples_per_answer,
+                turns=self.turns,
+                topology=self.topology,
+                macnet_handoff=self.macnet_handoff,
             ),
         }
 
@@ -345,6 +353,11 @@ def summarize(
         "calls_sent": calls_sent,
         "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in records),
         "completion_tokens": sum(r.get("completion_tokens", 0) for r in records),
+        "tokens_per_sample": (
+            sum(r.get("prompt_tokens", 0) + r.get("completion_tokens", 0) for r in records) / len(records)
+            if records
+            else 0.0
+        ),
         "wall_seconds": round(wall, 3),
         **match_summary(cfg.vote_match, records),
         "seed": cfg.seed,

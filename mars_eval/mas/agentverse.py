@@ -1,0 +1,224 @@
+"""`agentverse`: AgentVerse (Chen et al. 2023), as MASLab's methods/agentverse (main config).
+
+Reproduces agentverse_main.py with config_main.yaml (2 agents, 3 turns, 3 criticizing rounds):
+expert recruitment, a vertical solver-critic discussion and an evaluator, in turns. Our own
+prompt wording.
+
+A turn:
+1. the recruiter (system: the problem, how many experts, the evaluator's advice so far) lists
+   `agents` experts as "1. ...", "2. ..." (each description read up to its first period);
+2. discussion: the first expert is the solver, the others critics. The solver proposes a
+   solution; then, for up to `rounds` criticizing rounds, every critic (its role and the problem
+   in its system prompt) compares its own solution with the discussion so far and either gives a
+   critique or ends with "[Agree]"; a round in which no critic has disagreed yet ends the
+   discussion, otherwise the solver revises. As in the reference, disagreements accumulate over
+   the rounds of a turn: once a critic has disagreed, the remaining rounds all run.
+   Who sees what: one shared discussion record ("[expert]: text" entries: solutions, critiques
+   that disagree, the evaluator's advice) that the solver sees the last 5 entries of and a critic
+   the last 3 (as of the latest solution); it lasts across the turns of a sample;
+3. the evaluator (the experts, the problem and the solution) replies "Correctness: 0 or 1" and
+   "Response: ..." (advice). Correctness 1 ends the sample; else its advice goes to the next turn.
+
+The final answer is what the task extracts from the last solution (no vote); none is no answer.
+Calls: a turn is 4 calls (the critic agrees at once) or 3 + 2 x rounds (9 by default); a sample
+makes 1..`turns` turns: 4..27 with the defaults (with more critics, each critic is one call).
+
+Deviations (named): a recruiter reply with fewer experts than asked is padded with a generic
+expert, one with more is cut (the reference raises), and an evaluation without a readable
+"Correctness:" ends the sample with the solution it has (the reference raises); both are counted
+in `details["unparsed"]`. The reference also keeps the discussion and advice across samples
+(state on the instance): here each sample starts afresh.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.util import debate_question
+from mars_eval.models.base import ConfigError, Message
+from mars_eval.tasks.base import Problem, Task
+
+NO_ADVICE = "No advice yet."
+RECRUIT_SYSTEM = (
+    "You lead a group of experts and face this problem:\n{question}\n\nYou may recruit {n} "
+    "experts from different fields.\n\nAdvice so far:\n{advice}"
+)
+RECRUIT = (
+    "Which {n} experts from different fields would help most to solve the problem correctly?\n\n"
+    "Reply with a numbered list of short expert descriptions, one per line, for example:\n"
+    "1. a number theorist who works on modular arithmetic.\n2. a combinatorialist who counts "
+    "arrangements.\n\nGive only the descriptions, no reasons."
+)
+SOLVER_SYSTEM = (
+    "Solve this problem:\n{question}\n\nEverything needed to answer it is given; do not ask for "
+    "more information."
+)
+SOLVER = (
+    "You are {role}. Using the discussion so far and what you know, give a correct solution to the "
+    "problem and explain your reasoning."
+)
+CRITIC_SYSTEM = (
+    "You are {role}. You are in a group that is solving this problem together:\n{question}\n\n"
+    "Work out your own correct solution step by step."
+)
+CRITIC = (
+    "Now compare your solution with the latest solution in the discussion and reply, following "
+    "these rules:\n1. Everything needed is given; do not ask for more information.\n2. Give only "
+    "your criticism of the given solution, not your own answer.\n3. If your final answer is the "
+    'same as the final answer of the given solution, end your reply with the token "[Agree]".'
+)
+EVALUATOR_SYSTEM = "Experts: {roles}\nProblem: {question}\nSolution:\n```\n{solution}\n```"
+EVALUATOR = (
+    "You are an experienced problem solver who checks carefully whether a solution is correct. "
+    "If it is wrong, give a correctness of 0 and advice on how to fix it; if it is right, give a "
+    "correctness of 1 and say why. Also suggest which experts to recruit next time.\n\n"
+    "Reply in exactly this form:\nCorrectness: (0 or 1; 1 means correct)\nResponse: (your advice, "
+    "or why the solution is correct)"
+)
+GENERIC_EXPERT = "an expert problem solver"
+AGREE = "[Agree]"
+SOLVER_MEMORY, CRITIC_MEMORY = 5, 3  # discussion entries the solver / a critic sees (the reference's)
+ROLE_LINE = re.compile(r"\d+\.\s*([^.]+)")
+CORRECTNESS = re.compile(r"Correctness:\s*(\d)")
+ADVICE = re.compile(r"Response:\s*(.+)", re.DOTALL)
+
+
+def parse_roles(text: str, n: int) -> tuple[list[str], bool]:
+    """`n` expert descriptions from a numbered list, and whether exactly `n` were found."""
+    roles = [r.strip() for r in ROLE_LINE.findall(text) if r.strip()]
+    ok = len(roles) == n
+    return (roles + [GENERIC_EXPERT] * n)[:n], ok
+
+
+def parse_evaluation(text: str) -> tuple[int | None, str]:
+    """(correctness, advice) from an evaluation; correctness None when it cannot be read."""
+    found = CORRECTNESS.search(text)
+    advice = ADVICE.search(text)
+    advice_text = re.sub(r"\n+", "\n", advice.group(1).strip()) if advice else text.strip()
+    return (int(found.group(1)) if found else None), advice_text
+
+
+class AgentVerse:
+    name = "agentverse"
+
+    def __init__(self, agents: int = 2, turns: int = 3, rounds: int = 3):
+        if int(agents) < 2:
+            raise ConfigError(f"agentverse needs --agents >= 2 (a solver and a critic), got {agents}")
+        if int(turns) < 1:
+            raise ConfigError(f"agentverse needs --turns >= 1, got {turns}")
+        if int(rounds) < 1:
+            raise ConfigError(f"agentverse needs --rounds >= 1 (criticizing rounds), got {rounds}")
+        self.agents, self.turns, self.rounds = int(agents), int(turns), int(rounds)
+
+    async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
+        question = debate_question(problem, task)
+        advice = NO_ADVICE
+        discussion: list[Message] = []  # "[expert]: text" entries, shared by the turns of this sample
+        turns: list[dict[str, Any]] = []
+        unparsed = 0
+        solution = ""
+        for turn in range(1, self.turns + 1):
+            stage = {"turn": turn}
+            reply = await ctx.ask(
+                "recruiter",
+                [
+                    _msg("system", RECRUIT_SYSTEM.format(question=question, n=self.agents, advice=advice)),
+                    _msg("user", RECRUIT.format(n=self.agents)),
+                ],
+                role="recruiter",
+                tag={"stage": f"turn {turn}: recruitment", **stage},
+            )
+            roles, ok = parse_roles(reply.content, self.agents)
+            unparsed += not ok
+            ctx.note("recruitment", turn=turn, roles=roles, parsed=ok)
+            if advice != NO_ADVICE:
+                discussion.append(_msg("assistant", f"[Evaluator]: {advice}"))
+            solution, record = await self._discuss(ctx, question, roles, discussion, turn)
+            evaluation = await ctx.ask(
+                "evaluator",
+                [
+                    _msg(
+                        "system",
+                        EVALUATOR_SYSTEM.format(roles="\n".join(roles), question=question, solution=solution),
+                    ),
+                    _msg("user", EVALUATOR),
+                ],
+                role="evaluator",
+                tag={"stage": f"turn {turn}: evaluation", **stage},
+            )
+            score, advice_text = parse_evaluation(evaluation.content)
+            ctx.note("evaluation", turn=turn, correctness=score, parsed=score is not None)
+            turns.append({"turn": turn, "roles": roles, **record, "correctness": score})
+            if score is None:
+                unparsed += 1
+                break
+            if score == 1:
+                break
+            advice = advice_text
+        answer = task.extract(solution)
+        last = turns[-1]
+        if last["correctness"] == 1:
+            how = f"evaluator accepted the solution in turn {last['turn']}"
+        elif last["correctness"] is None:
+            how = f"solution of turn {last['turn']} (evaluation unreadable)"
+        else:
+            how = f"last solution after {len(turns)} turns (never accepted)"
+        return SystemResult(
+            answer=answer,
+            final_text=solution,
+            how=how if answer is not None else "the last solution states no answer",
+            details={"turns": turns, "unparsed": unparsed},
+        )
+
+    async def _discuss(
+        self, ctx: SampleContext, question: str, roles: list[str], discussion: list[Message], turn: int
+    ) -> tuple[str, dict[str, Any]]:
+        """The vertical solver-first discussion of one turn: (the last solution, a summary)."""
+        solver_system = _msg("system", SOLVER_SYSTEM.format(question=question))
+        solver_user = _msg("user", SOLVER.format(role=roles[0]))
+        solver_view = discussion[-SOLVER_MEMORY:] if len(discussion) > 0 else []
+
+        async def propose(rnd: int) -> str:
+            reply = await ctx.ask(
+                "solver",
+                [solver_system, *solver_view, solver_user],
+                role="solver",
+                tag={"stage": f"turn {turn}: solution {rnd}", "turn": turn},
+            )
+            discussion.append(_msg("assistant", f"[{roles[0]}]: {reply.content}"))
+            return reply.content
+
+        solution = await propose(0)
+        critic_view = discussion[-CRITIC_MEMORY:]
+        disagreed = 0
+        rounds_run = 0
+        for rnd in range(1, self.rounds + 1):
+            rounds_run = rnd
+            for j, role in enumerate(roles[1:], start=1):
+                critique = await ctx.ask(
+                    f"critic{j}",
+                    [
+                        _msg("system", CRITIC_SYSTEM.format(role=role, question=question)),
+                        *critic_view,
+                        _msg("user", CRITIC),
+                    ],
+                    role="critic",
+                    tag={"stage": f"turn {turn}: critique {rnd}", "turn": turn},
+                )
+                if AGREE not in critique.content:
+                    disagreed += 1
+                    text = re.sub(r"\n+", "\n", critique.content.strip())
+                    discussion.append(_msg("assistant", f"[{role}]: {text}"))
+                    solver_view = discussion[-SOLVER_MEMORY:]
+            ctx.note("critique_round", turn=turn, round=rnd, disagreements_so_far=disagreed)
+            if disagreed == 0:
+                break
+            solution = await propose(rnd)
+            critic_view = discussion[-CRITIC_MEMORY:]
+        return solution, {"criticizing_rounds": rounds_run, "consensus": disagreed == 0}
+
+
+def _msg(role: str, content: str) -> Message:
+    return {"role": role, "content": content}

@@ -1,0 +1,234 @@
+"""`dylan`: DyLAN (Liu et al. 2023, "Dynamic LLM-Agent Network"), as MASLab's math variant.
+
+Reproduces MASLab's methods/dylan/dylan_math.py with its config (4 agents): the layers, who sees
+what, the early stop on agreement and the ranking step. Our own prompt wording.
+
+Agents agent0..agentN-1 share one system prompt (a debate: explain your reasons). Layers:
+
+1. every agent answers the problem alone;
+2. every agent is shown all layer-1 replies (its own among them, final text only) and the
+   problem again, and gives an updated answer (no earlier turns of its own: a fresh context);
+3. a ranker (no system prompt, a fresh context) is shown the layer-2 replies, numbered, and
+   picks the best two as "[i, j]" (the last such pair in its reply);
+4. the two picked agents are shown the two picked layer-2 replies and answer again.
+
+Early stop (agreement): within layers 1 and 2, agents answer in order; once k > floor(2/3 n)
+agents have answered, after each answer the layer stops when more than floor(2/3 k) of the k
+answers agree (by the task's canonical key): 3 of 3 or 3 of 4 with 4 agents. Then the agreed
+answer is the result. The first floor(2/3 n) + 1 agents of a layer run concurrently (no check
+falls between them), later ones one at a time, so the calls are those of the sequential
+reference. After the ranking, the two picked agents' layer-2 answers agreeing also stops.
+The final answer is the most frequent answer of the last layer run (ties: the earliest agent).
+
+Calls per sample: 3, 4 (layer 1), 7, 8 (layer 2), 9 (ranking, picked agree), 11.
+
+Agent importance scores (DyLAN's): the last layer's agents share an importance of 1; going
+backwards, a node's importance is the sum, over the nodes that were shown its reply, of their
+importance times the weight of that edge (uniform over what a node was shown: the math variant
+asks for no ratings; an agent the ranker did not pick passes on nothing). An agent's score is
+the sum over its layers, divided by the number of layers; recorded in `details["importance"]`.
+They explain the result; as in MASLab they do not choose it.
+
+Deviations (named): the problem is the bare question plus the task's answer format, not
+MASLab's eight MATH few-shot examples; answers are read and compared by the task's extractor
+and canonical key (not MASLab's string clean-up); an unparseable ranking falls back to agents
+1 and 2 as in MASLab and is counted (`details["unparsed"]`); a pair that names one agent twice
+keeps that agent once (MASLab would ask it twice).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from mars_eval.mas.base import SampleContext, SystemResult, majority
+from mars_eval.mas.util import debate_question, gather_or_cancel
+from mars_eval.models.base import ConfigError, Message
+from mars_eval.tasks.base import Problem, Task
+
+SYSTEM = "This is a debate between several agents. Explain your reasoning thoroughly in every round."
+OPENING = "Solve this problem.\n\n{question}"
+UPDATE = (
+    "Solve this problem.\n\n{question}\n\nHere are solutions from other agents:{solutions}\n\n"
+    "Treat their reasoning as advice, but think critically: check your own solution and each of "
+    "theirs step by step, and keep in mind that all of them may be wrong. Then give your updated "
+    "answer."
+)
+SOLUTION = "\n\nAn agent's solution: ```{text}```"
+RANK = (
+    "Here is a problem.\n\n{question}\n\nHere are solutions from several agents:{solutions}\n\n"
+    "Which two solutions are the best? Think it through step by step, then end your reply with "
+    "their numbers in square brackets, for example [1,3] or [2,4]."
+)
+NUMBERED = "\n\nSolution {i}: ```{text}```"
+PAIR = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
+
+
+def parse_pair(text: str, n: int) -> tuple[list[int], bool]:
+    """The last "[i, j]" in a ranking, as 0-based indices clipped to 0..n-1, and whether one was
+    found (when none is, the first two, as in the reference)."""
+    found = PAIR.findall(text)
+    if not found:
+        return [0, 1], False
+    i, j = found[-1]
+    return [min(max(int(x) - 1, 0), n - 1) for x in (i, j)], True
+
+
+class DyLAN:
+    name = "dylan"
+
+    def __init__(self, agents: int = 4):
+        if int(agents) < 3:
+            raise ConfigError(f"dylan needs --agents >= 3 (its ranker picks 2 of them), got {agents}")
+        self.agents = int(agents)
+
+    async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
+        question = debate_question(problem, task)
+        names = [f"agent{i}" for i in range(self.agents)]
+        system: Message = {"role": "system", "content": SYSTEM}
+        everyone = list(range(self.agents))
+        layers: list[dict[str, Any]] = []  # per layer: agents asked, whose replies they saw, replies, answers
+        unparsed = 0
+
+        async def run_layer(number: int, agents: list[int], prompt: str, saw: list[int]) -> str | None:
+            replies, answers, agreed = await _layer(ctx, task, names, agents, [system, _user(prompt)], number)
+            layers.append(
+                {
+                    "layer": number,
+                    "agents": agents[: len(replies)],
+                    "saw": saw,
+                    "replies": replies,
+                    "answers": answers,
+                }
+            )
+            return agreed
+
+        answer = await run_layer(1, everyone, OPENING.format(question=question), [])
+        how, terminal = "agreement in layer 1", layers[-1]
+        if answer is None:
+            shown = "".join(SOLUTION.format(text=t) for t in layers[0]["replies"])
+            answer = await run_layer(2, everyone, UPDATE.format(question=question, solutions=shown), everyone)
+            how, terminal = "agreement in layer 2", layers[-1]
+        picked: list[int] = []
+        if answer is None:
+            second = layers[1]
+            prompt = RANK.format(
+                question=question,
+                solutions="".join(NUMBERED.format(i=i + 1, text=t) for i, t in enumerate(second["replies"])),
+            )
+            resp = await ctx.ask("ranker", [_user(prompt)], role="ranker", tag={"stage": "ranking"})
+            pair, ok = parse_pair(resp.content, self.agents)
+            picked = list(dict.fromkeys(pair))
+            unparsed += not ok
+            ctx.note("ranking", agent="ranker", picked=[names[i] for i in picked], parsed=ok)
+            kept = {
+                "layer": 2,
+                "agents": picked,
+                "saw": everyone,
+                "replies": [second["replies"][i] for i in picked],
+                "answers": [second["answers"][i] for i in picked],
+            }
+            answer = _agreed(task, kept["answers"])
+            how, terminal = "the two ranked best agreed", kept
+            if answer is None:
+                shown = "".join(SOLUTION.format(text=second["replies"][i]) for i in picked)
+                prompt = UPDATE.format(question=question, solutions=shown)
+                replies = list(
+                    await gather_or_cancel(_ask(ctx, names[i], [system, _user(prompt)], 3) for i in picked)
+                )
+                answers = [task.extract(t) for t in replies]
+                ctx.note("dylan_layer", layer=3, agents=[names[i] for i in picked], answers=answers)
+                layers.append(
+                    {"layer": 3, "agents": picked, "saw": picked, "replies": replies, "answers": answers}
+                )
+                answer, count = majority(task, answers)
+                how, terminal = (
+                    f"majority of the two ranked best in layer 3 ({count}/{len(picked)})",
+                    layers[-1],
+                )
+        final_text = next(
+            (
+                t
+                for t, a in zip(terminal["replies"], terminal["answers"], strict=True)
+                if a is not None and answer is not None and task.canonical(a) == task.canonical(answer)
+            ),
+            "",
+        )
+        importance = {names[i]: round(s, 4) for i, s in enumerate(_importance(layers, terminal, self.agents))}
+        ctx.note("importance", scores=importance)
+        structure = [
+            {"layer": lay["layer"], "agents": [names[i] for i in lay["agents"]], "answers": lay["answers"]}
+            for lay in layers
+        ]
+        return SystemResult(
+            answer=answer,
+            final_text=final_text,
+            how=how if answer is not None else "no agent gave an answer",
+            details={
+                "layers": structure,
+                "picked": [names[i] for i in picked],
+                "importance": importance,
+                "unparsed": unparsed,
+            },
+        )
+
+
+def _user(text: str) -> Message:
+    return {"role": "user", "content": text}
+
+
+async def _ask(ctx: SampleContext, agent: str, messages: list[Message], layer: int) -> str:
+    resp = await ctx.ask(agent, list(messages), role="agent", tag={"stage": f"layer {layer}"})
+    return resp.content
+
+
+async def _layer(
+    ctx: SampleContext, task: Task, names: list[str], agents: list[int], messages: list[Message], number: int
+) -> tuple[list[str], list[str | None], str | None]:
+    """One layer with the early stop: (replies, answers, the agreed answer or None)."""
+    n = len(agents)
+    head = math.floor(2 / 3 * n) + 1  # no agreement check falls before this many answers
+    replies = list(await gather_or_cancel(_ask(ctx, names[i], messages, number) for i in agents[:head]))
+    answers = [task.extract(t) for t in replies]
+    agreed = _agreed(task, answers)
+    for i in agents[head:]:
+        if agreed is not None:
+            break
+        replies.append(await _ask(ctx, names[i], messages, number))
+        answers.append(task.extract(replies[-1]))
+        agreed = _agreed(task, answers)
+    ctx.note(
+        "dylan_layer",
+        layer=number,
+        agents=[names[i] for i in agents[: len(replies)]],
+        answers=answers,
+        agreed=agreed,
+    )
+    return replies, answers, agreed
+
+
+def _agreed(task: Task, answers: list[str | None]) -> str | None:
+    """The answer more than floor(2/3 k) of the k answers so far share, else None."""
+    best, count = majority(task, answers)
+    return best if best is not None and count > math.floor(2 / 3 * len(answers)) else None
+
+
+def _importance(layers: list[dict[str, Any]], terminal: dict[str, Any], n: int) -> list[float]:
+    """DyLAN's agent importance (see the module docstring): `terminal` is the layer whose answers
+    decided (for an agreement of the two ranked best, their layer-2 nodes)."""
+    chain = [lay for lay in layers if lay["layer"] < terminal["layer"]] + [terminal]
+    node = {i: 1 / len(terminal["agents"]) for i in terminal["agents"]}
+    totals = [0.0] * n
+    for i, s in node.items():
+        totals[i] += s
+    for later, earlier in zip(reversed(chain[1:]), reversed(chain[:-1]), strict=True):
+        back = dict.fromkeys(earlier["agents"], 0.0)
+        for s in node.values():
+            for j in later["saw"]:
+                if j in back:
+                    back[j] += s / len(later["saw"])
+        node = back
+        for i, s in node.items():
+            totals[i] += s
+    return [t / len(chain) for t in totals]

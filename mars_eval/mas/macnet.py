@@ -1,0 +1,214 @@
+"""`macnet`: MacNet (Qian et al. 2024, "Scaling Large-Language-Model-based Multi-Agent
+Collaboration"), as MASLab's methods/macnet (main config).
+
+Reproduces macnet_main.py with config_main.yaml: 5 agents on a directed acyclic graph
+(`--topology`, default `random`: the reference's draw, the same graph for every problem; or
+chain, star, tree, net, mlp; see `macnet_graph`), an entry node before the agents without a
+predecessor and an exit node after those without a successor. Each agent has a persona (its
+system prompt, drawn from a fixed list with the graph's seed, as the reference's non-default
+`type` does) and a temperature set by its layer (1 - depth / exit depth: the exit answers at
+temperature 0), which overrides the run's temperature as in the reference.
+
+Execution goes layer by layer. For every edge S -> T leaving the current layer, T "interacts":
+given a previous answer it first reviews it (instructor call: the one thing to improve most),
+then writes an improved answer (assistant call); with no previous answer it just answers (one
+call). After the layer, a node that got its answers from at least 2 edges may aggregate them
+(one call); otherwise its answer is the first it got. The final answer is the exit node's.
+
+What T is given as the previous answer (`--macnet-handoff`):
+  * `maslab` (default): exactly what MASLab's code passes: the answers of S's predecessors.
+    S is only run once all its incoming edges are done and removed, so that list is always
+    empty: every interaction answers the bare problem (no review call), and a node aggregates
+    only when all of its predecessors sit in one layer (the reference compares its answers
+    with its remaining, not original, predecessors). Default graph: 10 calls, no aggregation;
+    the result is the exit node's own answer.
+  * `answer` (ours; what the MacNet paper describes): S's own answer is reviewed and revised,
+    and a node aggregates once every incoming edge has delivered. Default graph: 21 calls.
+
+Calls per sample are fixed by the graph: `maslab`: one per edge (entry and exit edges
+included) plus aggregations; `answer`: two per edge not leaving the entry, one per entry edge,
+plus one per node with 2 or more predecessors.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.macnet_graph import ENTRY, EXIT, GRAPH_SEED, TOPOLOGIES, Graph, build_graph, edges_for
+from mars_eval.mas.util import debate_question, gather_or_cancel
+from mars_eval.models.base import ConfigError, Message
+from mars_eval.tasks.base import Problem, Task
+
+HANDOFFS = ("maslab", "answer")  # the first is the default
+NO_SUGGESTIONS = "None."
+REVIEW = (
+    "You review answers for quality. Check the answer below against the question.\n"
+    'Question: "{question}"\nAnswer to review: "{previous}"\n\n'
+    "Judge it on: 1. correctness; 2. completeness; 3. sound reasoning; 4. relevance to the question.\n"
+    "Name the one aspect that most needs improving and say exactly how to improve it. If the answer "
+    'is already right and complete, reply "<INFO>No revision needed".'
+)
+IMPROVE = (
+    "Improve an answer using the review of it.\n"
+    'Question: "{question}"\nEarlier answer: "{previous}"\nReview: "{suggestions}"\n\n'
+    "Write the improved answer: concise (at most 500 words), structured step by step, most "
+    "important points first, and correct. Give the answer itself, with no comments about it."
+)
+AGGREGATE = (
+    "You merge several candidate answers to one question into a single best answer. Each has its "
+    "strengths and weaknesses. Read them all, keep the strongest parts, drop what is contradictory "
+    "or doubtful, and write one improved answer: state the conclusion directly, keep the concrete "
+    "working and results, and do not say which candidate a part came from.\n\nThe candidates:\n\n"
+)
+CANDIDATE = "[Node {node}'s answer:]\n{text}\n\n"
+HANDED = "[Node {node}'s answer]\n{text}\n\n"
+# Personas (system prompts); MASLab draws one of 100 professions per agent. Our own short list.
+PERSONAS = (
+    "You are a mathematician who enjoys careful proofs.",
+    "You are an engineer who checks every number twice.",
+    "You are a physics teacher who explains each step plainly.",
+    "You are a competition coach who knows many problem-solving tricks.",
+    "You are a statistician who distrusts answers that are not verified.",
+    "You are a software developer who thinks in precise, small steps.",
+    "You are an accountant who keeps exact track of every quantity.",
+    "You are a puzzle designer who looks for hidden structure.",
+    "You are a chess player who weighs every alternative before choosing.",
+    "You are a research scientist who tests each claim against the facts.",
+    "You are an architect who plans the whole before the details.",
+    "You are a data analyst who looks for patterns in numbers.",
+    "You are a professor of logic who spots gaps in arguments.",
+    "You are an editor who makes explanations short and clear.",
+    "You are a detective who reasons from evidence to conclusions.",
+    "You are an economist who models problems with equations.",
+)
+
+
+class MacNet:
+    name = "macnet"
+
+    def __init__(self, agents: int = 5, topology: str = "random", handoff: str = "maslab"):
+        if topology not in TOPOLOGIES:
+            raise ConfigError(f"unknown --topology {topology!r}; choose one of: {', '.join(TOPOLOGIES)}")
+        if handoff not in HANDOFFS:
+            raise ConfigError(f"unknown --macnet-handoff {handoff!r}; choose one of: {', '.join(HANDOFFS)}")
+        if int(agents) < 2:
+            raise ConfigError(f"macnet needs --agents >= 2, got {agents}")
+        self.agents, self.topology, self.handoff = int(agents), topology, handoff
+        rng = random.Random(GRAPH_SEED)  # the graph's draw first, then the personas
+        self.graph: Graph = build_graph(edges_for(topology, self.agents, rng=rng))
+        self.persona = {
+            node: PERSONAS[rng.randrange(len(PERSONAS))] for layer in self.graph.layers() for node in layer
+        }
+
+    def structure(self) -> dict[str, Any]:
+        """The graph as the report draws it."""
+        g = self.graph
+        return {
+            "topology": self.topology,
+            "handoff": self.handoff,
+            "layers": [[_label(x) for x in layer] for layer in g.layers()],
+            "edges": [[_label(u), _label(v)] for u, v in g.edges],
+            "temperature": {_label(x): g.temperature(x) for x in g.nodes if x != ENTRY},
+        }
+
+    async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
+        question = debate_question(problem, task)
+        g = self.graph
+        answer_of: dict[int, str] = {}
+        received: dict[int, dict[int, str]] = {x: {} for x in g.nodes}
+        remaining = {x: list(g.preds[x]) for x in g.nodes}  # predecessors not yet run
+        aggregated: list[str] = []
+        for depth, layer in enumerate(g.layers()):
+            targets: dict[int, list[int]] = {}
+            for s in layer:
+                for t in g.succs[s]:
+                    targets.setdefault(t, []).append(s)
+
+            async def deliver(t: int, senders: list[int], depth: int = depth) -> None:
+                for s in senders:  # one agent's calls in order: its seeds do not depend on timing
+                    previous = self._handed(s, answer_of, remaining)
+                    received[t][s] = await self._interact(ctx, t, s, question, previous, depth)
+
+            await gather_or_cancel(deliver(t, senders) for t, senders in targets.items())
+            merge = [t for t in targets if self._aggregates(t, received, remaining)]
+            merged = await gather_or_cancel(self._aggregate(ctx, t, received[t], depth) for t in merge)
+            for t in targets:
+                answer_of[t] = next(iter(received[t].values()))
+            for t, text in zip(merge, merged, strict=True):
+                answer_of[t] = text
+                aggregated.append(_label(t))
+            for s in layer:
+                for t in g.succs[s]:
+                    remaining[t].remove(s)
+        final_text = answer_of.get(EXIT, "")
+        answer = task.extract(final_text)
+        return SystemResult(
+            answer=answer,
+            final_text=final_text,
+            how="the exit node's answer" if answer is not None else "the exit node's answer states none",
+            details={"graph": self.structure(), "aggregated": aggregated},
+        )
+
+    def _handed(self, s: int, answer_of: dict[int, str], remaining: dict[int, list[int]]) -> str:
+        """What an edge leaving `s` hands over (see `--macnet-handoff`)."""
+        if self.handoff == "maslab":  # the answers of s's remaining predecessors: none
+            return "".join(HANDED.format(node=p, text=answer_of.get(p, "")) for p in remaining[s])
+        if s == ENTRY:
+            return ""
+        return HANDED.format(node=s, text=answer_of.get(s, ""))
+
+    def _aggregates(
+        self, t: int, received: dict[int, dict[int, str]], remaining: dict[int, list[int]]
+    ) -> bool:
+        got = len(received[t])
+        if self.handoff == "maslab":
+            return got == len(remaining[t]) and got >= 2
+        return got == len(self.graph.preds[t]) and got >= 2
+
+    async def _interact(
+        self, ctx: SampleContext, t: int, s: int, question: str, previous: str, depth: int
+    ) -> str:
+        """Node t works on what came along the edge s -> t: a review (only when there is an
+        answer to review), then an improved answer."""
+        system: Message = {"role": "system", "content": self.persona[t]}
+        temperature = self.graph.temperature(t)
+        tag = {"stage": f"layer {depth + 1}", "edge": f"{_label(s)}->{_label(t)}"}
+        suggestions = NO_SUGGESTIONS
+        if previous:
+            review = await ctx.ask(
+                _label(t),
+                [system, _user(REVIEW.format(question=question, previous=previous))],
+                role="instructor",
+                temperature=temperature,
+                tag=tag,
+            )
+            suggestions = review.content
+        reply = await ctx.ask(
+            _label(t),
+            [system, _user(IMPROVE.format(question=question, previous=previous, suggestions=suggestions))],
+            role="assistant",
+            temperature=temperature,
+            tag=tag,
+        )
+        return reply.content
+
+    async def _aggregate(self, ctx: SampleContext, t: int, answers: dict[int, str], depth: int) -> str:
+        text = AGGREGATE + "".join(CANDIDATE.format(node=s, text=a) for s, a in answers.items())
+        reply = await ctx.ask(
+            _label(t),
+            [{"role": "system", "content": self.persona[t]}, _user(text)],
+            role="aggregator",
+            temperature=self.graph.temperature(t),
+            tag={"stage": f"layer {depth + 1}: aggregation"},
+        )
+        return reply.content
+
+
+def _label(node: int) -> str:
+    return {ENTRY: "entry", EXIT: "exit"}.get(node, f"node{node}")
+
+
+def _user(text: str) -> Message:
+    return {"role": "user", "content": text}
