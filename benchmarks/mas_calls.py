@@ -14,6 +14,7 @@ import json
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -56,10 +57,11 @@ def main() -> None:
             s = res.summary
             calls = [json.loads(x)["calls"] for x in open(Path(s["run_dir"]) / "samples.jsonl")]
             tokens = (s["prompt_tokens"] + s["completion_tokens"]) / len(calls)
-            rows.append((system, statistics.mean(calls), min(calls), max(calls), tokens, s["accuracy"]))
-    print(f"{'system':18} {'calls/sample':>12} {'min':>4} {'max':>4} {'tokens/sample':>14} {'accuracy':>9}")
-    for system, mean, lo, hi, tokens, acc in rows:
-        print(f"{system:18} {mean:12.2f} {lo:4d} {hi:4d} {tokens:14.0f} {acc:9.3f}")
+            spread = " ".join(f"{c}x{n}" for c, n in sorted(Counter(calls).items()))
+            rows.append((system, statistics.mean(calls), tokens, s["accuracy"], spread))
+    print(f"{'system':18} {'calls/sample':>12} {'tokens/sample':>14} {'accuracy':>9}  calls x samples")
+    for system, mean, tokens, acc, spread in rows:
+        print(f"{system:18} {mean:12.2f} {tokens:14.0f} {acc:9.3f}  {spread}")
 
 
 if __name__ == "__main__":
