@@ -99,7 +99,11 @@ class MacNet:
         rng = random.Random(GRAPH_SEED)  # the graph's draw first, then the personas
         self.graph: Graph = build_graph(edges_for(topology, self.agents, rng=rng))
         self.persona = {
-            node: PERSONAS[rng.randrange(len(PERSONAS))] for layer in self.graph.layers() for node in layer
+            # As the reference: randint(1, len - 1) per node in layer order, after the graph's draw
+            # (so with MASLab's own list the personas are MASLab's).
+            node: PERSONAS[rng.randint(1, len(PERSONAS) - 1)]
+            for layer in self.graph.layers()
+            for node in layer
         }
 
     def structure(self) -> dict[str, Any]:
