@@ -162,6 +162,99 @@ def _whiten_unbiased(values: np.ndarray, eps: float = 1e-8) -> np.ndarray:
     return (values - mean) / math.sqrt(var + eps)
 
 
+def _centre_per_group(
+    trajectories: list[TrajectoryRewards], rewards: list[list[float]], estimator: str, stats: dict[str, float]
+) -> list[list[float]]:
+    """Step 1: c_{i,t} = r_{i,t} - mean{ r_{j,u} : g_j = g_i, s_j = s_i } over the reward
+    positions (every turn end; only the last turn's with the trajectory estimator)."""
+    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for tr, r in zip(trajectories, rewards, strict=True):
+        groups[(tr.game, tr.seat)].extend(r if estimator == "turn" else r[-1:])
+    group_mean = {key: sum(v) / len(v) for key, v in groups.items() if v}
+    for (game, seat), mu in group_mean.items():
+        stats[f"reward_mean/{game}/p{seat}"] = mu
+    centred = [
+        [v - group_mean[(tr.game, tr.seat)] for v in r] for tr, r in zip(trajectories, rewards, strict=True)
+    ]
+    if estimator == "trajectory":
+        centred = [[0.0] * (len(c) - 1) + c[-1:] for c in centred]
+    return centred
+
+
+def _clip_rewards(
+    centred: list[list[float]], reward_clip: float, stats: dict[str, float]
+) -> list[list[float]]:
+    """Step 2: c = clamp(c, -rc, rc) (off when rc <= 0)."""
+    if reward_clip <= 0:
+        return centred
+    flat_c = [v for c in centred for v in c]
+    stats["reward_clip_frac"] = sum(abs(v) > reward_clip for v in flat_c) / max(1, len(flat_c))
+    return [[min(reward_clip, max(-reward_clip, v)) for v in c] for c in centred]
+
+
+def _token_layout(centred: list[list[float]], tokens: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """x_k per response token: the centred reward of turn t on its last token, 0 elsewhere."""
+    xs = []
+    for c, toks in zip(centred, tokens, strict=True):
+        x = np.zeros(sum(toks), dtype=np.float64)
+        x[np.cumsum(toks) - 1] = c
+        xs.append(x)
+    return xs
+
+
+def _whiten_rewards(xs: list[np.ndarray], exact_zero_mean: bool) -> tuple[list[np.ndarray], float]:
+    """Step 3: w_k = (x_k - m) / sqrt(v + 1e-8) over all K tokens, v unbiased; m = 0 exactly
+    when nothing was clipped (each group's centred rewards sum to 0). Returns (w, sqrt(v))."""
+    total = int(sum(x.size for x in xs))
+    m = 0.0 if exact_zero_mean else float(sum(x.sum() for x in xs) / total)
+    var = sum(float(((x - m) ** 2).sum()) for x in xs) / (total - 1) if total > 1 else 0.0
+    scale = 1.0 / math.sqrt(var + 1e-8)
+    return [(x - m) * scale for x in xs], math.sqrt(var)
+
+
+def _token_returns(w: np.ndarray, gamma: float) -> np.ndarray:
+    """Step 4: G_k = sum_{k' >= k} gamma^(k'-k) w_k' within one trajectory."""
+    if gamma == 1.0:
+        return np.cumsum(w[::-1])[::-1]
+    g = np.zeros_like(w)
+    acc = 0.0
+    for k in range(w.size - 1, -1, -1):
+        acc = w[k] + gamma * acc
+        g[k] = acc
+    return g
+
+
+def _centre_distinct_per_player(
+    trajectories: list[TrajectoryRewards], gs: list[np.ndarray], stats: dict[str, float]
+) -> list[np.ndarray]:
+    """Step 5: G - mean(U_p), U_p the distinct values of G over seat p's rows plus 0 (the
+    padding's value, always present); all 0 when U_p has one element."""
+    by_seat: dict[int, list[int]] = defaultdict(list)
+    for i, tr in enumerate(trajectories):
+        by_seat[tr.seat].append(i)
+    adv = [g.copy() for g in gs]
+    for seat, rows in by_seat.items():
+        distinct = np.unique(np.concatenate([gs[i] for i in rows] + [np.zeros(1)]))
+        stats[f"distinct_returns/p{seat}"] = float(distinct.size)
+        for i in rows:
+            adv[i] = gs[i] - distinct.mean() if distinct.size > 1 else np.zeros_like(gs[i])
+    return adv
+
+
+def _per_turn(flat: np.ndarray, tokens: list[tuple[int, ...]]) -> list[list[TokenAdvantage]]:
+    """Cut the flat token values back into trajectories and turns (a float for a constant turn)."""
+    out: list[list[TokenAdvantage]] = []
+    pos = 0
+    for toks in tokens:
+        per_turn: list[TokenAdvantage] = []
+        for n in toks:
+            vals = flat[pos : pos + n]
+            pos += n
+            per_turn.append(float(vals[0]) if np.all(vals == vals[0]) else vals.copy())
+        out.append(per_turn)
+    return out
+
+
 def reference_advantages(
     trajectories: list[TrajectoryRewards],
     *,
@@ -184,81 +277,21 @@ def reference_advantages(
         rewards = [[0.0] * (len(tr.rewards) - 1) + [float(sum(tr.rewards))] for tr in trajectories]
 
     stats: dict[str, float] = {}
-    # 1. centring per (game, player) over the reward positions (every turn end; only the last
-    #    turn's with the trajectory estimator)
-    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for tr, r in zip(trajectories, rewards, strict=True):
-        groups[(tr.game, tr.seat)].extend(r if estimator == "turn" else r[-1:])
-    group_mean = {key: sum(v) / len(v) for key, v in groups.items() if v}
-    for (game, seat), mu in group_mean.items():
-        stats[f"reward_mean/{game}/p{seat}"] = mu
-    centred = [
-        [v - group_mean[(tr.game, tr.seat)] for v in r] for tr, r in zip(trajectories, rewards, strict=True)
-    ]
-    if estimator == "trajectory":
-        centred = [[0.0] * (len(c) - 1) + c[-1:] for c in centred]
-    # 2. reward clip
-    if reward_clip > 0:
-        flat_c = [v for c in centred for v in c]
-        stats["reward_clip_frac"] = sum(abs(v) > reward_clip for v in flat_c) / max(1, len(flat_c))
-        centred = [[min(reward_clip, max(-reward_clip, v)) for v in c] for c in centred]
-
-    # token layout: one array per trajectory, the centred reward on each turn's last token
-    xs = []
-    for c, toks in zip(centred, tokens, strict=True):
-        x = np.zeros(sum(toks), dtype=np.float64)
-        ends = np.cumsum(toks) - 1
-        x[ends] = c
-        xs.append(x)
-    total = int(sum(x.size for x in xs))
-    if total == 0:
+    centred = _clip_rewards(_centre_per_group(trajectories, rewards, estimator, stats), reward_clip, stats)
+    xs = _token_layout(centred, tokens)
+    if sum(x.size for x in xs) == 0:
         return [[] for _ in trajectories], {"turns": 0.0}
-    # 3. reward whitening over all response tokens (m = 0 exactly when nothing was clipped)
-    m = 0.0 if reward_clip <= 0 else float(sum(x.sum() for x in xs) / total)
-    var = sum(float(((x - m) ** 2).sum()) for x in xs) / (total - 1) if total > 1 else 0.0
-    scale = 1.0 / math.sqrt(var + 1e-8)
-    ws = [(x - m) * scale for x in xs]
-    # 4. return to go per token
-    gs = []
-    for w in ws:
-        if gamma == 1.0:
-            g = np.cumsum(w[::-1])[::-1]
-        else:
-            g = np.zeros_like(w)
-            acc = 0.0
-            for k in range(w.size - 1, -1, -1):
-                acc = w[k] + gamma * acc
-                g[k] = acc
-        gs.append(g)
-    # 5. per-player centring of the distinct values (0 = the padding's value is always present)
-    by_seat: dict[int, list[int]] = defaultdict(list)
-    for i, tr in enumerate(trajectories):
-        by_seat[tr.seat].append(i)
-    adv = [g.copy() for g in gs]
-    for seat, rows in by_seat.items():
-        distinct = np.unique(np.concatenate([gs[i] for i in rows] + [np.zeros(1)]))
-        stats[f"distinct_returns/p{seat}"] = float(distinct.size)
-        for i in rows:
-            adv[i] = gs[i] - distinct.mean() if distinct.size > 1 else np.zeros_like(gs[i])
-    # 6. advantage whitening over all response tokens
-    flat = _whiten_unbiased(np.concatenate(adv))
-    # 7. advantage clip
-    if advantage_clip > 0:
+    ws, reward_std = _whiten_rewards(xs, exact_zero_mean=reward_clip <= 0)
+    gs = [_token_returns(w, gamma) for w in ws]
+    adv = _centre_distinct_per_player(trajectories, gs, stats)
+    flat = _whiten_unbiased(np.concatenate(adv))  # 6. advantage whitening over all tokens
+    if advantage_clip > 0:  # 7. advantage clip
         stats["advantage_clip_frac"] = float((np.abs(flat) > advantage_clip).mean())
         flat = np.clip(flat, -advantage_clip, advantage_clip)
 
-    out: list[list[TokenAdvantage]] = []
-    pos = 0
-    for toks in tokens:
-        per_turn: list[TokenAdvantage] = []
-        for n in toks:
-            vals = flat[pos : pos + n]
-            pos += n
-            per_turn.append(float(vals[0]) if np.all(vals == vals[0]) else vals.copy())
-        out.append(per_turn)
     flat_ret = np.concatenate(gs)
     stats["return_mean"], stats["return_std"] = float(flat_ret.mean()), float(flat_ret.std())
     stats.update(_adv_stats(flat))
     stats["turns"] = float(sum(len(t) for t in tokens))
-    stats["reward_whiten_std"] = math.sqrt(var)
-    return out, stats
+    stats["reward_whiten_std"] = reward_std
+    return _per_turn(flat, tokens), stats

@@ -137,16 +137,3 @@ def latest_step_checkpoint(checkpoints: Path) -> tuple[int, Path] | None:
             if best is None or n > best[0]:
                 best = (n, child)
     return best
-
-
-def copy_for_release(src: Path, dst: Path) -> Path:
-    """Copy a checkpoint without its training state (what results/tiny/ holds)."""
-
-    def write(tmp: Path) -> None:
-        for item in Path(src).iterdir():
-            if item.name in (STATE_DIR, MARKER):
-                continue
-            if item.is_file():
-                shutil.copy2(item, tmp / item.name)
-
-    return atomic_dir_write(Path(dst), write)

@@ -144,9 +144,48 @@ def estimate_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+MIN_TORCH = (2, 6)  # torch.distributed.fsdp.fully_shard and MixedPrecisionPolicy (FSDP2) are public
+
+
+def check_torch(version: str) -> None:
+    """One line and exit 2 on a torch older than everything mars-train imports."""
+    parts = []
+    for piece in version.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    if tuple(parts) < MIN_TORCH:
+        need = ".".join(map(str, MIN_TORCH))
+        raise ConfigError(
+            f"torch {version} is too old: mars-train needs torch >= {need} (pip install -U torch)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command. Under torchrun a rank ends through `exit_process` (no interpreter
+    finalization: training/distributed.py says why), with the same exit status."""
+    from training import distributed as dist
+
+    if not dist.launched_by_torchrun():
+        return _main(argv)
+    try:
+        code = _main(argv)
+    except SystemExit as exc:  # argparse's --help / usage errors
+        code = exc.code if isinstance(exc.code, int) else 2
+        dist.exit_process(code, clean=False)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        dist.exit_process(1, clean=False)  # other ranks may be stuck: no collective goodbye
+    dist.exit_process(code, clean=code in (0, 3, 4))
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
+        from importlib.metadata import version
+
+        check_torch(version("torch"))  # the installed version, without paying for `import torch`
         if args.print_config:
             return print_config(args)
         if args.estimate_memory:

@@ -132,10 +132,6 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def world_trajectories_per_game(self) -> int:
-        return self.rollout_batch // max(1, len(self.games))
-
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The reference configuration (mars-reference.md), 8 GPUs with vLLM.

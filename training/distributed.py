@@ -1,13 +1,14 @@
 """Past one device: torch.distributed (started by torchrun) with FSDP2 for the policy.
 
-One process per device. Every rank plays its own share of the episodes (its own seeds), the
-advantage statistics are computed over the gathered batch of all ranks, and the policy is
-sharded with FSDP2 (`torch.distributed.fsdp.fully_shard`: each decoder layer, then the root),
-which all-gathers parameters per layer for forward/backward and reduce-scatters (averages)
-gradients, so all ranks apply the same update. Generation needs whole weights on each rank
-with no collectives inside `generate` (ranks generate different lengths), so under FSDP the
-rollout engine holds its own unsharded copy that receives the full state dict after every
-update (for vLLM that copy is the vLLM engine itself).
+One process per device. Every engine group (`Layout`: one rank, or the `tp` ranks of one vLLM
+tensor-parallel engine) plays its own share of the episodes and of the evaluation (its own
+seeds), the advantage statistics are computed over the gathered batch of all ranks, and the
+policy is sharded with FSDP2 (`torch.distributed.fsdp.fully_shard`: each decoder layer, then the
+root), which all-gathers parameters per layer for forward/backward and reduce-scatters
+(averages) gradients, so all ranks apply the same update. Generation needs whole weights on each
+rank and no collectives across engine groups inside `generate` (groups generate different
+lengths), so under FSDP the rollout engine holds its own unsharded copy that receives the
+weights after every update (training/weight_sync.py; for vLLM that copy is the vLLM engine).
 
 Command lines (the config is the same as for one device):
 
@@ -24,8 +25,10 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -63,10 +66,58 @@ def init(device: str) -> torch.device:
     return torch.device("cpu")
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a rank sits. FSDP shards the policy over all `world` ranks; rollouts run per engine
+    group of `tp` consecutive ranks (vLLM tensor parallelism, 1 otherwise). The ranks of one group
+    drive one engine with the same prompts; the group's first rank keeps the trajectories."""
+
+    rank: int = 0
+    world: int = 1
+    tp: int = 1
+
+    @property
+    def dp_rank(self) -> int:
+        """Which engine group this rank belongs to (its share of episodes and evaluation)."""
+        return self.rank // self.tp
+
+    @property
+    def dp_size(self) -> int:
+        """Number of engine groups, each playing its own episodes."""
+        return self.world // self.tp
+
+    @property
+    def keeps_rollouts(self) -> bool:
+        return self.rank % self.tp == 0
+
+
 def shutdown() -> None:
+    """Leave the process group together: a barrier, then destroy it (collective)."""
     if is_distributed():
         dist.barrier()
         dist.destroy_process_group()
+
+
+def exit_process(code: int, *, clean: bool = True) -> NoReturn:
+    """End a torchrun rank without interpreter finalization.
+
+    At normal interpreter exit, a gloo (or NCCL) worker thread can still be destroying the work
+    object of a finished collective (e.g. an all_gather_object's tensors) while the main thread
+    is in Py_FinalizeEx; the unwinding hits a noexcept destructor and the rank dies with SIGABRT
+    ("terminate called without an active exception"), even though everything finished.
+    destroy_process_group does not stop those threads (the group stays referenced, e.g. from a
+    DeviceMesh cache). So: leave the group (when `clean`: every rank got here), flush stdio, and
+    `os._exit`, which skips finalization. Callers close their own files and trackers first."""
+    try:
+        if clean:
+            shutdown()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing more to say
+                pass
+        os._exit(code)
 
 
 def shard(model: torch.nn.Module, mp_policy: Any | None = None) -> torch.nn.Module:
@@ -81,15 +132,6 @@ def shard(model: torch.nn.Module, mp_policy: Any | None = None) -> torch.nn.Modu
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
     return model
-
-
-def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Whole parameters on every rank, on the CPU (a collective under FSDP)."""
-    if not is_distributed():
-        return {k: v.detach() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=False))
 
 
 def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -61,3 +61,24 @@ class LiveView:
         )
         if self._live is not None:
             self._live.update(self._render(row))
+
+
+_LINE_KEYS = (
+    "loss",
+    "return/tic_tac_toe/p0",
+    "return/tic_tac_toe/p1",
+    "invalid_rate",
+    "kl",
+    "clip_frac",
+    "entropy",
+)
+
+
+def one_line(row: dict[str, Any]) -> str:
+    """A step's key numbers in one log line (when the live view is off)."""
+    parts = [f"step {row['step']}"]
+    parts += [f"{k.split('/')[-1] if '/' in k else k}={row[k]:.3f}" for k in _LINE_KEYS if k in row]
+    if "eval/mean_normalized" in row:
+        parts.append(f"eval={row['eval/mean_normalized']:.1f}")
+    parts.append(f"{row.get('step_s', 0):.1f}s")
+    return " ".join(parts)

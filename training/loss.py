@@ -209,11 +209,6 @@ def full_token_logprobs(
     return logp, entropy
 
 
-def masked_mean_per_sequence(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """[B, L] -> [B]: mean over each row's masked-in positions (0 for an empty row)."""
-    return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-
-
 def k3_kl(
     logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, clamp: float = 10.0
 ) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Metric sinks beside metrics.jsonl: TensorBoard (default, as the reference's track_with) or W&B offline.
+"""metrics.jsonl and its mirrors: TensorBoard (default, as the reference's track_with) or W&B offline.
 
 metrics.jsonl stays the record of truth (one JSON line per step, written by the trainer); the
 tracker mirrors every numeric value of each row as a scalar at that row's step:
@@ -17,6 +17,7 @@ that is redone is not plotted twice.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -84,3 +85,38 @@ class Tracker:
         if self._wandb is not None:
             self._wandb.finish()
             self._wandb = None
+
+
+class MetricsLog:
+    """DIR/metrics.jsonl (one JSON line per step) mirrored to a Tracker; rank 0 writes, others no-op."""
+
+    def __init__(self, path: Path, tracker: Tracker, *, enabled: bool):
+        self.path = Path(path)
+        self.tracker = tracker
+        self.enabled = enabled
+
+    def trim(self, keep_through: int) -> None:
+        """On resume, drop the lines of steps that will be redone: those after the checkpoint,
+        and with no step checkpoint (resuming from `initial`) the step-0 evaluation too."""
+        if not self.enabled or not self.path.exists():
+            return
+        lines = []
+        for line in self.path.read_text().splitlines():
+            try:
+                step = json.loads(line).get("step", 0)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+            if step < keep_through or (step == keep_through and keep_through > 0):
+                lines.append(line)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(self.path)
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self.enabled:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            self.tracker.log(row)
+
+    def close(self) -> None:
+        self.tracker.close()

@@ -7,7 +7,8 @@ import pytest
 from mars_eval.models.base import ConfigError
 from training.cli import main
 from training.config import PRESETS, build_config, derived, parse_overrides, validate
-from training.trainer import Trainer, lr_factor
+from training.optim import lr_factor
+from training.trainer import Trainer
 
 
 def _preflight(tmp_path, **overrides):
@@ -209,3 +210,21 @@ def test_print_config_into_a_closed_pipe_is_not_a_traceback() -> None:
         timeout=120,
     )
     assert proc.stdout == "{" and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_old_torch_is_one_line_before_any_work(monkeypatch, capsys, tmp_path):
+    import importlib.metadata
+
+    from training.cli import check_torch
+
+    check_torch("2.6.0+cpu")
+    check_torch("2.13.0")
+    with pytest.raises(ConfigError, match="torch 2.5.1"):
+        check_torch("2.5.1+cu124")
+    real = importlib.metadata.version
+    fake = lambda name: "2.4.0" if name == "torch" else real(name)  # noqa: E731
+    monkeypatch.setattr(importlib.metadata, "version", fake)
+    assert main(["--preset", "micro", "--output", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs torch >= 2.6" in err[0]
+    assert not (tmp_path / "r").exists()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from training.config import build_config
-from training.loss import k3_kl, masked_mean_per_sequence, ppo_loss
+from training.loss import k3_kl, ppo_loss
 
 
 def _t(*rows):
@@ -78,10 +78,6 @@ def test_k3_kl_value_and_sign():
     assert expected_k3 > 0
     _, same = ppo_loss(logp, logp.clone(), _t([0.0]), _t([1.0]), ref_logp=logp.clone(), kl_coef=0.2)
     assert same["kl"] == pytest.approx(0.0)
-
-
-def test_masked_mean_empty_row_is_zero():
-    assert masked_mean_per_sequence(_t([5.0, 5.0]), _t([0.0, 0.0])).item() == 0.0
 
 
 def test_one_step_lowers_the_loss_on_a_fixed_batch():

@@ -66,7 +66,7 @@ def test_weight_decay_skips_norms_and_biases_as_megatron(micro_model_dir):
     # (1 - lr * wd), norm weights stay where they are.
     from transformers import AutoModelForCausalLM
 
-    from training.trainer import param_groups
+    from training.optim import param_groups
 
     model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
     groups = param_groups(model, 0.05)

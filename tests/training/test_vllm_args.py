@@ -13,15 +13,17 @@ def test_one_process_uses_the_in_process_executor():
 
 
 def test_torchrun_ranks_use_external_launcher_one_gpu_each():
-    # 8 ranks, tensor parallel 2: 4 data-parallel engines of 2 GPUs; every rank passes the same
-    # seed (vLLM's requirement) and vLLM places each rank on its LOCAL_RANK device
+    # 8 ranks, tensor parallel 2: 4 independent engines of 2 GPUs; every rank passes the same
+    # seed (vLLM's requirement) and vLLM places each rank on its LOCAL_RANK device. No
+    # data_parallel_size: vLLM's DP all-reduces in every engine step across the DP ranks, which
+    # deadlocks a generate that one rank makes alone (an evaluation) or unequal call counts
     per_rank = [engine_kwargs("m", seed=7, world_size=8, tensor_parallel=2) for _ in range(8)]
     for kw in per_rank:
         assert kw["distributed_executor_backend"] == "external_launcher"
-        assert kw["tensor_parallel_size"] == 2 and kw["data_parallel_size"] == 4
+        assert kw["tensor_parallel_size"] == 2 and "data_parallel_size" not in kw
         assert kw["seed"] == 7
     kw1 = engine_kwargs("m", world_size=8)
-    assert kw1["tensor_parallel_size"] == 1 and kw1["data_parallel_size"] == 8
+    assert kw1["tensor_parallel_size"] == 1 and "data_parallel_size" not in kw1
     with pytest.raises(ConfigError, match="does not divide"):
         engine_kwargs("m", world_size=8, tensor_parallel=3)
 

@@ -1,7 +1,8 @@
 """One generation interface for rollouts, two engines.
 
     engine.generate(prompts: list[list[int]], settings, seed) -> list[Generation]
-    engine.update_weights(named_tensors)   # after every optimizer step (no-op when shared)
+    engine.update_weights(named_tensors)   # after every update, consumed one tensor at a time
+    engine.shares_weights_with(policy)     # True: generates with the policy module, no push
     engine.sleep() / engine.wake_up()      # free / retake accelerator memory around updates
 
 `TransformersEngine` (CPU or GPU) generates with the policy module itself (single process) or
@@ -38,6 +39,8 @@ class GenerationEngine(Protocol):
     def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]: ...
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
+
+    def shares_weights_with(self, model: torch.nn.Module) -> bool: ...
 
     def sleep(self) -> None: ...
 

@@ -108,6 +108,9 @@ class TransformersEngine:
                 if name in params:
                     params[name].copy_(tensor.to(params[name].device, params[name].dtype))
 
+    def shares_weights_with(self, model: torch.nn.Module) -> bool:
+        return self.model is model
+
     def sleep(self) -> None:
         """Nothing to free: the transformers engine has no KV cache between calls."""
 

@@ -6,24 +6,37 @@ so its worker is in-process and can receive tensors directly):
     LLM(model=dir, enable_sleep_mode=True, gpu_memory_utilization=..)   # once
     per step: wake_up() -> generate(TokensPrompt ids, SamplingParams(logprobs=0, seed=..))
               -> sleep(level=1)   (weights to CPU, KV cache freed: the memory goes to training)
-              -> optimizer step -> wake_up() -> update_weights(full state dict) -> ...
+              -> update -> wake_up() -> update_weights(one parameter at a time) -> ...
+
+Placement under torchrun (`distributed_executor_backend="external_launcher"`): `tensor_parallel`
+consecutive ranks form one engine and there is no `data_parallel_size`. vLLM lays the ranks out
+as external-DP x DP x PP x TP; with DP = 1 every TP group is an independent engine (vLLM's
+"external data parallelism", what verl and TRL's colocate mode use): its `generate` makes
+collectives only inside the TP group, so engine groups may make different numbers of generate
+calls. Passing `data_parallel_size` instead makes every engine step all-reduce across the DP
+ranks, so a generate that one rank makes alone (an evaluation on rank 0) or unequal numbers of
+calls deadlock. The ranks of one TP group must send the same prompts in the same calls, which
+the trainer arranges (one rollout plan and one evaluation share per group).
 
 Weights are pushed after every update through `LLM.collective_rpc`, which runs a function on
 each worker; the function calls the worker model's own `load_weights`, which maps Hugging Face
-parameter names onto vLLM's fused layers. The prefix cache is reset afterwards so no KV built
-with old weights is reused.
+parameter names onto vLLM's fused layers (and takes this rank's tensor-parallel slice). The
+trainer feeds one whole parameter at a time in the compute dtype (training/weight_sync.py). The
+prefix cache is reset afterwards so no KV built with old weights is reused.
 
 The log-probs vLLM returns come from its own kernels (and, depending on its version, from
 logits before temperature); presets using vLLM therefore set `recompute_logprobs=True` so the
 trainer recomputes the behaviour log-probs itself, and the engine's values are kept as a
-diagnostic. Unverified here (no GPU on the development machines); written against vLLM's
-documented `LLM`, `SamplingParams`, sleep mode and `collective_rpc` API.
+diagnostic. Unverified on a GPU (none on the development machines): written against vLLM's
+documented `LLM`, `SamplingParams`, sleep mode and `collective_rpc` API; the placement and the
+collective pattern are tested on the CPU with a double (tests/support/vllm_double.py).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -55,10 +68,10 @@ def engine_kwargs(
     Under torchrun: vLLM's torchrun-compatible route, `distributed_executor_backend=
     "external_launcher"`: every rank builds the engine, vLLM takes the process group torchrun
     made and puts each rank on its own GPU (LOCAL_RANK; the uniprocess executor would put every
-    rank on cuda:0). `tensor_parallel` consecutive ranks form one engine (they must send the
-    same prompts, which the trainer arranges: one rollout plan per tensor-parallel group) and
-    the world_size / tensor_parallel groups are its data-parallel replicas. vLLM asks for the
-    same `seed` on every rank; sampling still differs between groups through per-request seeds.
+    rank on cuda:0). `tensor_parallel` consecutive ranks form one engine; the world_size /
+    tensor_parallel engines are independent (no `data_parallel_size`: see the module
+    docstring). vLLM asks for the same `seed` on every rank; sampling still differs between
+    engines through per-request seeds.
     """
     if tensor_parallel < 1 or world_size % tensor_parallel:
         raise ConfigError(f"vllm_tensor_parallel={tensor_parallel} does not divide {world_size} rank(s)")
@@ -73,7 +86,6 @@ def engine_kwargs(
     )
     if world_size > 1:
         kwargs["distributed_executor_backend"] = "external_launcher"
-        kwargs["data_parallel_size"] = world_size // tensor_parallel
     if max_model_len:
         kwargs["max_model_len"] = max_model_len
     return kwargs
@@ -90,15 +102,20 @@ class VLLMEngine:
         seed: int = 0,
         world_size: int = 1,
         tensor_parallel: int = 1,
+        api: Any = None,
     ):
+        """`api`: a module offering vLLM's `LLM`, `SamplingParams` and `TokensPrompt` (tests
+        pass a CPU double); None imports vllm and needs a CUDA GPU."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        try:
-            from vllm import LLM
-        except ImportError as exc:
-            raise ConfigError("engine=vllm needs the extra: pip install -e .[vllm]") from exc
-        if not torch.cuda.is_available():
-            raise ConfigError("engine=vllm needs a CUDA GPU")
-        self.llm = LLM(
+        if api is None:
+            try:
+                import vllm as api
+            except ImportError as exc:
+                raise ConfigError("engine=vllm needs the extra: pip install -e .[vllm]") from exc
+            if not torch.cuda.is_available():
+                raise ConfigError("engine=vllm needs a CUDA GPU")
+        self.api = api
+        self.llm = api.LLM(
             **engine_kwargs(
                 model_dir,
                 dtype=dtype,
@@ -112,8 +129,7 @@ class VLLMEngine:
         self.asleep = False
 
     def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]:
-        from vllm import SamplingParams, TokensPrompt
-
+        SamplingParams, TokensPrompt = self.api.SamplingParams, self.api.TokensPrompt  # noqa: N806
         if self.asleep:
             self.wake_up()
         params = [
@@ -141,11 +157,15 @@ class VLLMEngine:
         return results
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load each (name, tensor) as it comes: one parameter in flight, never a whole state dict."""
         if self.asleep:
             self.wake_up()
-        weights = [(name, t.detach()) for name, t in named_tensors]
-        self.llm.collective_rpc(_load_weights_on_worker, args=(weights,))
+        for name, t in named_tensors:
+            self.llm.collective_rpc(_load_weights_on_worker, args=([(name, t.detach())],))
         self.llm.reset_prefix_cache()
+
+    def shares_weights_with(self, model: torch.nn.Module) -> bool:
+        return False
 
     def sleep(self) -> None:
         if not self.asleep:

@@ -1,0 +1,129 @@
+"""Checkpoints of a training run and `--resume`: where a run starts, what a step checkpoint holds.
+
+    checkpoints/initial   before RL: the tiny model built and warm-started, or the base model
+    checkpoints/step-N    weights (gathered to rank 0) + train_state: optimizer (gathered to
+                          rank 0's CPU), scheduler, every rank's RNG state, step, settings
+    checkpoints/final     the same after the last step
+
+A resumed run starts from the highest complete step-N that has a train state, else from
+`initial` (after the warm start, which is not redone). The folder format and the atomic writes
+are training/checkpoint.py's; the collectives that gather weights and optimizer state are
+training/distributed.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training import checkpoint as ckpt
+from training import distributed as dist
+from training.config import TINY_MODEL, TrainConfig
+from training.precision import torch_dtype
+
+
+def checkpoint_meta(cfg: TrainConfig) -> dict[str, Any]:
+    """mars_eval.json: how `mars-eval games --model DIR` samples from a checkpoint."""
+    return {
+        "prompt_style": cfg.prompt_style,
+        "temperature": cfg.eval_temperature,
+        "max_tokens": cfg.eval_max_tokens,
+        "thinking": cfg.enable_thinking,
+        "trained_by": "mars-train",
+    }
+
+
+def make_initial(initial: Path, cfg: TrainConfig, out: Path, log: Callable[[str], None]) -> None:
+    """checkpoints/initial: the tiny model (built + warm-started) or a copy of the base model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if cfg.model == TINY_MODEL:
+        from training.tiny import build_initial_model, supervised_warmstart
+
+        base = out / "base"
+        build_initial_model(base, cfg)
+        tok = AutoTokenizer.from_pretrained(base)
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        t0 = time.perf_counter()
+        stats = supervised_warmstart(model, tok, cfg, log=log)
+        stats["warmstart_s"] = time.perf_counter() - t0
+        (out / "warmstart.json").write_text(json.dumps(stats, indent=2) + "\n")
+        log(f"warm start done in {stats['warmstart_s']:.0f}s: {stats}")
+    else:
+        tok = AutoTokenizer.from_pretrained(cfg.model)
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch_dtype(cfg.dtype))
+    ckpt.save_checkpoint(
+        initial, state_dict=model.state_dict(), model=model, tokenizer=tok, eval_meta=checkpoint_meta(cfg)
+    )
+
+
+def ensure_initial(ckpt_dir: Path, cfg: TrainConfig, out: Path, log: Callable[[str], None]) -> Path:
+    """Rank 0 writes checkpoints/initial unless a complete one exists; every rank waits for it."""
+    initial = ckpt_dir / "initial"
+    if not ckpt.is_complete(initial):
+        if dist.rank() == 0:
+            make_initial(initial, cfg, out, log)
+        dist.barrier()
+    return initial
+
+
+def starting_point(ckpt_dir: Path, initial: Path, resume: bool) -> tuple[int, Path, dict[str, Any] | None]:
+    """(step, folder, train state or None): the latest step checkpoint on resume, else `initial`."""
+    latest = ckpt.latest_step_checkpoint(ckpt_dir) if resume else None
+    if latest is None:
+        return 0, initial, None
+    step, folder = latest
+    return step, folder, ckpt.load_train_state(folder)
+
+
+def restore(
+    state: dict[str, Any],
+    policy: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+) -> None:
+    """Optimizer, schedule and this rank's RNG state from a step checkpoint's train state (a run
+    resumed on more ranks than it was saved with gives the new ranks rank 0's RNG state)."""
+    dist.load_optimizer_state(policy, opt, state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    rngs = state["rng"]
+    ckpt.set_rng_state(rngs[dist.rank()] if dist.rank() < len(rngs) else rngs[0])
+
+
+def save(
+    target: Path,
+    step: int,
+    *,
+    policy: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    cfg: TrainConfig,
+    tokenizer: Any,
+) -> None:
+    """A step checkpoint (collective: every rank calls it; rank 0 writes, all wait)."""
+    full = dist.saved_state_dict(policy)  # gathered to rank 0's CPU only
+    opt_state = dist.full_optimizer_state(policy, opt)
+    rngs = dist.all_gather_objects(ckpt.rng_state())
+    if dist.rank() == 0:
+        state = {
+            "step": step,
+            "optimizer": opt_state,
+            "scheduler": sched.state_dict(),
+            "rng": rngs,
+            "config": cfg.to_dict(),
+        }
+        cpu = {k: v.detach().cpu().contiguous() for k, v in full.items()}
+        ckpt.save_checkpoint(
+            target,
+            state_dict=cpu,
+            model=policy,  # (sharded or not) supplies config and save logic; weights are `cpu`
+            tokenizer=tokenizer,
+            eval_meta=checkpoint_meta(cfg),
+            train_state=state,
+        )
+    dist.barrier()
