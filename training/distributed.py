@@ -75,6 +75,7 @@ class Layout:
     rank: int = 0
     world: int = 1
     tp: int = 1
+    sharded: bool = False  # under torchrun (even one rank): FSDP2 policy, vLLM's external_launcher
 
     @property
     def dp_rank(self) -> int:
@@ -228,6 +229,34 @@ def check_shared_folder(folder: Path) -> None:
             f"ranks {missing} do not see rank 0's output folder {folder}: --output must be on a "
             "filesystem shared by all nodes"
         )
+
+
+class MemoryProbe:
+    """Peak GPU memory of one phase on this rank, for metrics.jsonl (nothing on the CPU).
+
+    `peak_gib`: torch's peak reserved memory during the phase plus what the device held outside
+    torch's allocator when the phase began (CUDA context, NCCL, vLLM's own pool);
+    `used_gib`: the whole device's used memory at the moment of reading (vLLM's KV cache
+    included while it is awake)."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.outside = 0
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(device)
+            free, total = torch.cuda.mem_get_info(device)
+            self.outside = total - free - torch.cuda.memory_reserved(device)
+        self.device = device
+
+    def read(self, phase: str) -> dict[str, float]:
+        if not self.cuda:
+            return {}
+        free, total = torch.cuda.mem_get_info(self.device)
+        gib = 2**30
+        return {
+            f"mem/{phase}_peak_gib": (torch.cuda.max_memory_reserved(self.device) + self.outside) / gib,
+            f"mem/{phase}_used_gib": (total - free) / gib,
+        }
 
 
 def barrier() -> None:

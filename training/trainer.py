@@ -141,9 +141,8 @@ class Trainer:
         wanted = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = dist.init(wanted)
         self.rank, self.world = dist.rank(), dist.world_size()
-        self.layout = dist.Layout(
-            self.rank, self.world, cfg.vllm_tensor_parallel if cfg.engine == "vllm" else 1
-        )
+        tp = cfg.vllm_tensor_parallel if cfg.engine == "vllm" else 1
+        self.layout = dist.Layout(self.rank, self.world, tp, sharded=dist.is_distributed())
         torch.manual_seed(cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         dist.check_shared_folder(self.out)
@@ -198,7 +197,7 @@ class Trainer:
             dtype = torch_dtype(cfg.dtype)
             self.reference = AutoModelForCausalLM.from_pretrained(initial, dtype=dtype).to(self.device).eval()
             self.reference.requires_grad_(False)
-        if self.world > 1:
+        if self.layout.sharded:
             dist.shard(self.policy, fsdp_mp_policy(cfg.dtype, cfg.master_dtype))
             if self.reference is not None:
                 dist.shard(self.reference)
@@ -309,12 +308,14 @@ class Trainer:
             mix_fraction=cfg.mix_fraction,
             seed=seed,
         )
+        probe = dist.MemoryProbe(self.device)
         self.engine.wake_up()
         t0 = time.perf_counter()
         turns, results = self.worker.play(specs, seed)
         elapsed = time.perf_counter() - t0
+        memory = probe.read("rollout")  # vLLM still awake: its KV cache counts
         self.engine.sleep()
-        metrics = rollout_metrics(turns, results)
+        metrics = rollout_metrics(turns, results) | memory
         self._placeholder = turns[:1]  # a row for collectives on a rank with nothing to train
         if not self.layout.keeps_rollouts:
             turns = []
@@ -380,7 +381,7 @@ class Trainer:
 
     def _policy_ctx(self):
         cfg = self.cfg
-        return compute_context(self.device, cfg.dtype, cfg.master_dtype, sharded=self.world > 1)
+        return compute_context(self.device, cfg.dtype, cfg.master_dtype, sharded=self.layout.sharded)
 
     def _tensors(self, turns: list[Turn]):
         ids, attn, mask = build_rows(
@@ -415,6 +416,7 @@ class Trainer:
     def update(self, turns: list[Turn], step: int) -> dict[str, float]:
         """`ppo_epochs` x `minibatches` optimizer steps over this rollout batch (module docstring)."""
         cfg = self.cfg
+        probe = dist.MemoryProbe(self.device)
         self.policy.train()
         self._old_and_ref_logprobs(turns)
         gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "shuffle", step, self.rank))
@@ -427,7 +429,7 @@ class Trainer:
                     self.sched.step()
         if cfg.schedule_unit == "rollout":
             self.sched.step()
-        return acc.summary(time.perf_counter() - t0, lr=self.sched.get_last_lr()[0])
+        return acc.summary(time.perf_counter() - t0, lr=self.sched.get_last_lr()[0]) | probe.read("update")
 
     def _optimizer_step(
         self, n_units: int, micro_batches: list[list[tuple[Turn, int]]], step: int, acc: _UpdateStats

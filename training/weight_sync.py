@@ -72,6 +72,7 @@ def make_engine(
             seed=cfg.seed,  # the same on every rank, as external_launcher requires
             world_size=layout.world,
             tensor_parallel=layout.tp,
+            external_launcher=layout.sharded,
             api=vllm_api,
         )
     from transformers import AutoModelForCausalLM
@@ -81,7 +82,7 @@ def make_engine(
     gen_model = policy
     # the sharded policy cannot run generate() unsynchronized, and fp32 master weights should
     # not generate in fp32: in both cases the engine holds its own copy in the compute dtype
-    if layout.world > 1 or is_mixed(cfg.dtype, cfg.master_dtype):
+    if layout.sharded or is_mixed(cfg.dtype, cfg.master_dtype):
         gen_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(cfg.dtype)).to(device).eval()
     eos = [tokenizer.eos_token_id] + ([tokenizer.pad_token_id] if tokenizer.pad_token_id is not None else [])
     return TransformersEngine(

@@ -30,7 +30,7 @@ def digest(state: dict[str, torch.Tensor]) -> str:
 def steps_by_hand(trainer, dist, tp: str) -> dict:
     """Three rollout -> advantages -> update -> push steps, then a checkpoint."""
     if tp == "2":  # as vLLM tensor parallelism 2 lays it out: one plan, rank 0 keeps the rollouts
-        trainer.layout = dist.Layout(dist.rank(), dist.world_size(), tp=2)
+        trainer.layout = dist.Layout(dist.rank(), dist.world_size(), tp=2, sharded=True)
     kept = []
     initial = policy_digest(trainer)
     for step in range(trainer.cfg.steps):

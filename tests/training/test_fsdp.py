@@ -1,8 +1,9 @@
 """Two CPU processes (gloo) under torchrun: FSDP2 stays in step, and the whole loop runs with
 engine=vllm on a double that performs vLLM's collectives (tests/support/vllm_double.py).
 
-Ranks start in their own process group (session) and the whole group is killed on a hang, so no
-orphaned rank outlives the test waiting for a collective."""
+torchrun starts in a new session and, on a hang, is killed with every process below it: its
+ranks run in sessions of their own (torch elastic starts them so), so killing torchrun's group
+alone would leave them waiting for a collective for the 30-minute process-group timeout."""
 
 import json
 import os
@@ -24,6 +25,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _process_tree(root: int) -> list[int]:
+    """`root` and all its descendants (Linux /proc), parents first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _kill_all(proc: subprocess.Popen) -> None:
+    for pid in _process_tree(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_ranks(tmp_path: Path, *args: str) -> dict:
     """torchrun 2 ranks of fsdp_worker.py; the parsed result (fails on a non-zero exit or a hang)."""
     worker = Path(__file__).with_name("fsdp_worker.py")
@@ -42,7 +73,7 @@ def run_ranks(tmp_path: Path, *args: str) -> dict:
     try:
         _, err = proc.communicate(timeout=HANG_S)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and every rank it started
+        _kill_all(proc)  # torchrun and every rank it started
         _, err = proc.communicate()
         pytest.fail(f"ranks hung (killed after {HANG_S}s): {err[-3000:]}")
     (tmp_path / "torchrun.err").write_text(err)  # kept by pytest for the last runs

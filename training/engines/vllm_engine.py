@@ -61,17 +61,19 @@ def engine_kwargs(
     seed: int = 0,
     world_size: int = 1,
     tensor_parallel: int = 1,
+    external_launcher: bool | None = None,
 ) -> dict:
     """`LLM(...)` arguments for this rank.
 
-    One process (world_size 1): the default in-process executor on this process's GPU.
-    Under torchrun: vLLM's torchrun-compatible route, `distributed_executor_backend=
-    "external_launcher"`: every rank builds the engine, vLLM takes the process group torchrun
-    made and puts each rank on its own GPU (LOCAL_RANK; the uniprocess executor would put every
-    rank on cuda:0). `tensor_parallel` consecutive ranks form one engine; the world_size /
-    tensor_parallel engines are independent (no `data_parallel_size`: see the module
-    docstring). vLLM asks for the same `seed` on every rank; sampling still differs between
-    engines through per-request seeds.
+    One process (no torchrun): the default in-process executor on this process's GPU. Under
+    torchrun (`external_launcher`; default world_size > 1, and the trainer passes True for every
+    torchrun run, one rank included): `distributed_executor_backend="external_launcher"`, vLLM's
+    torchrun-compatible route: every rank builds the engine, vLLM takes the process group
+    torchrun made and puts each rank on its own GPU (LOCAL_RANK; the uniprocess executor would
+    put every rank on cuda:0). `tensor_parallel` consecutive ranks form one engine; the
+    world_size / tensor_parallel engines are independent (no `data_parallel_size`: see the
+    module docstring). vLLM asks for the same `seed` on every rank; sampling still differs
+    between engines through per-request seeds.
     """
     if tensor_parallel < 1 or world_size % tensor_parallel:
         raise ConfigError(f"vllm_tensor_parallel={tensor_parallel} does not divide {world_size} rank(s)")
@@ -84,7 +86,7 @@ def engine_kwargs(
         enable_prefix_caching=True,
         tensor_parallel_size=tensor_parallel,
     )
-    if world_size > 1:
+    if world_size > 1 if external_launcher is None else external_launcher:
         kwargs["distributed_executor_backend"] = "external_launcher"
     if max_model_len:
         kwargs["max_model_len"] = max_model_len
@@ -102,6 +104,7 @@ class VLLMEngine:
         seed: int = 0,
         world_size: int = 1,
         tensor_parallel: int = 1,
+        external_launcher: bool | None = None,
         api: Any = None,
     ):
         """`api`: a module offering vLLM's `LLM`, `SamplingParams` and `TokensPrompt` (tests
@@ -124,6 +127,7 @@ class VLLMEngine:
                 seed=seed,
                 world_size=world_size,
                 tensor_parallel=tensor_parallel,
+                external_launcher=external_launcher,
             )
         )
         self.asleep = False
