@@ -49,7 +49,10 @@ def world_size() -> int:
 
 
 def launched_by_torchrun() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """torchrun (or another launcher with its env:// variables) started this process, with
+    any number of ranks: one rank under torchrun is still a process group (FSDP2, vLLM's
+    external_launcher)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
 
 
 def init(device: str) -> torch.device:
