@@ -380,6 +380,51 @@ def test_a_200_reply_that_is_no_completion_is_a_model_access_error(tmp_path, sys
     assert all("malformed chat completion" in r["error"] for r in records)
 
 
+FIRST_REPLIES = [b"<html>gateway</html>", b'{"choices": []}', b"\x00", b'{"object": "error"}']
+
+
+@pytest.mark.parametrize("system", ["single", "autogen"])
+def test_a_200_reply_that_is_no_completion_is_asked_again(tmp_path, system) -> None:
+    """Every client, autogen-ext's own OpenAI client included, asks a 200 that is no usable
+    completion (not JSON, no choices, a NUL) again like a 5xx: every sample is scored."""
+    import asyncio
+
+    from aiohttp import web
+
+    from mars_eval.run.runner import EvalConfig, run_eval
+    from tests.support.scripted_policy import ScriptedRequest
+    from tests.support.scripted_server import LogEntry, ScriptedApp, ScriptedServer
+
+    class GarbledFirst(ScriptedApp):
+        async def _answer(
+            self, request: web.Request, req: ScriptedRequest, entry: LogEntry
+        ) -> web.StreamResponse:
+            if req.attempt == 0:  # the first arrival of every call
+                entry.outcome = "garbled"
+                return web.Response(
+                    body=FIRST_REPLIES[req.index % len(FIRST_REPLIES)], content_type="application/json"
+                )
+            return await super()._answer(request, req, entry)
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=3)
+    srv = ScriptedServer(data.policy)
+    srv.app = GarbledFirst(data.policy)
+    with srv:
+        cfg = EvalConfig(
+            task="aime24",
+            system=system,
+            model="scripted-model",
+            base_urls=[srv.base_url],
+            data_files=str(data.path),
+            output=str(tmp_path / "runs"),
+            rounds=1,
+        )
+        summary = asyncio.run(run_eval(cfg, progress=False))
+        outcomes = [e.outcome for e in srv.entries()]
+    assert summary["errors"] == 0 and summary["accuracy"] == 1.0, summary["error_kinds"]
+    assert outcomes.count("garbled") == outcomes.count("ok") == summary["llm_calls"]
+
+
 def stored_records(run_dir: str) -> list[dict]:
     from mars_eval.run.store import RunStore
 

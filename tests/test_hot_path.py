@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from mars_eval.mas.base import SampleContext, expand_message
-from mars_eval.models import http
+from mars_eval.models import completion, fitting
 from mars_eval.models.base import ChatResponse, SamplingParams
 from mars_eval.run import store as store_mod
 from mars_eval.run.store import RunStore, clean_text
@@ -87,15 +87,16 @@ def test_field_searches_equal_the_plain_regex(body):
     for compact in (False, True):
         data = json.dumps(body, separators=(",", ":") if compact else None).encode()
         for pattern, literal in (
-            (http._MAX_TOKENS_FIELD, b'"max'),
-            (http._MODEL_FIELD, b'"model"'),
-            (http._THINKING_ON, b'"enable_thinking"'),
+            (fitting._MAX_TOKENS_FIELD, b'"max'),
+            (fitting._MODEL_FIELD, b'"model"'),
+            (completion._THINKING_ON, b'"enable_thinking"'),
         ):
-            fast, slow = http._search(pattern, literal, data), pattern.search(data)
+            fast, slow = completion.search(pattern, literal, data), pattern.search(data)
             assert (fast and fast.group(0)) == (slow and slow.group(0))
     reply = json.dumps({"choices": [{"message": {"content": "a"}, "finish_reason": "length"}]}).encode()
-    assert http._search(http._LENGTH_FINISH, b'"finish_reason"', reply) is not None
-    assert http._search(http._LENGTH_FINISH, b'"finish_reason"', reply.replace(b"length", b"stop")) is None
+    length = completion._LENGTH_FINISH
+    assert completion.search(length, b'"finish_reason"', reply) is not None
+    assert completion.search(length, b'"finish_reason"', reply.replace(b"length", b"stop")) is None
 
 
 def test_replies_recorded_after_an_earlier_compaction_are_still_referenced():

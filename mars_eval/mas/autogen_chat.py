@@ -57,6 +57,7 @@ from mars_eval.mas.autogen_openai import make_openai_agent_client, pooled_http_c
 from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.mas.options import AUTOGEN_STYLES
 from mars_eval.models.base import ConfigError
+from mars_eval.models.http import HTTPClient
 from mars_eval.tasks.base import Problem, Task
 
 # autogen's runtime logs a traceback for every failed model call; the failure itself is
@@ -154,21 +155,21 @@ class AutoGenChat:
         self.model = model
         self.http_client = http_client  # an httpx.AsyncClient to share; else one per model client
         self.api_key = api_key
+        self.endpoint: HTTPClient | None = None  # the runner's client, once bound
 
     @property
     def max_calls(self) -> int:
         """The most model calls one conversation makes."""
         return 2 * self.rounds - 1 if self.style == "maslab" else self.rounds
 
-    def bind_endpoint(
-        self, base_url: str, model: str, transport: Any, timeout: Any, api_key: str | None = None
-    ) -> None:
-        """Point autogen's OpenAI client at the runner's endpoint pool (an httpx transport: its
-        retries, limits, balancing) with the endpoint's API key; with client 'auto' this is what
-        an HTTP run uses."""
-        self.base_url, self.model = base_url, model
-        self.api_key = api_key or self.api_key
-        self.http_client = pooled_http_client(transport, timeout)
+    def bind_endpoint(self, endpoint: HTTPClient, model: str) -> None:
+        """Point autogen's OpenAI client at the runner's endpoint: its pool as the httpx
+        transport (retries, limits, balancing), its API key, its strict-fields fallback and
+        error wording; with client 'auto' this is what an HTTP run uses."""
+        self.base_url, self.model = endpoint.pool.base_url, model
+        self.api_key = endpoint.api_key
+        self.endpoint = endpoint
+        self.http_client = pooled_http_client(endpoint.pool, endpoint.http.timeout)
         self.client = "openai" if self.client in ("auto", "openai") else self.client
 
     def _model_client(self, ctx: SampleContext, agent: str) -> ChatCompletionClient:
@@ -183,6 +184,7 @@ class AutoGenChat:
             self.model,  # type: ignore[arg-type]
             self.http_client,
             api_key=self.api_key,
+            endpoint=self.endpoint,
         )
 
     def build_team(

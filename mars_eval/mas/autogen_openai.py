@@ -17,10 +17,9 @@ games' agent); "EMPTY" only when none is set, as `HTTPClient` does. It is never 
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -35,53 +34,38 @@ from pydantic import BaseModel
 from mars_eval.mas.autogen_models import TEXT_MODEL_INFO, to_chat_messages
 from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import CallCache, ChatResponse, ModelAccessError, split_thinking
-from mars_eval.models.http import HTTPClient, not_json_message, rejects_extra_fields
+from mars_eval.models.completion import COMPLETION, with_body
+from mars_eval.models.http import HTTPClient, model_access_error
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
 
 
-class NotJSONReply(ModelAccessError):
-    """A 200 chat reply that is not JSON; openai wraps it in APIConnectionError, `create` unwraps."""
-
-
 class ReasoningFieldAlias(httpx.AsyncBaseTransport):
     """Newer vLLM returns thinking as `message.reasoning`; autogen-ext reads only
-    `reasoning_content`. This transport copies the one into the other on chat-completion replies,
-    so autogen's `thought` (and our transcript) keeps the thinking whichever vLLM answered."""
+    `reasoning_content`. This transport copies the one into the other on chat-completion replies
+    (the pool has decoded them, and asked again for any that was no usable completion), so
+    autogen's `thought` (and our transcript) keeps the thinking whichever vLLM answered."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport):
         self.inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.inner.handle_async_request(request)
-        if (
-            response.status_code != 200
-            or not request.url.path.endswith("/chat/completions")
-            or response.headers.get("content-encoding")
-        ):
+        data = response.extensions.get(COMPLETION)
+        if data is None:
             return response
-        body = await response.aread()
-        try:
-            try:
-                data = json.loads(body)
-                changed = False
-            except UnicodeDecodeError:  # bytes that are not UTF-8 (broken tokens): kept as U+FFFD
-                data = json.loads(body.decode("utf-8", "replace"))
+        changed = False
+        for choice in data["choices"]:
+            message = (choice.get("message") if isinstance(choice, dict) else None) or {}
+            if message.get("reasoning") and not message.get("reasoning_content"):
+                message["reasoning_content"] = message["reasoning"]
                 changed = True
-            for choice in data.get("choices") or []:
-                message = choice.get("message") or {}
-                if message.get("reasoning") and not message.get("reasoning_content"):
-                    message["reasoning_content"] = message["reasoning"]
-                    changed = True
-        except ValueError:  # openai would hand autogen the body as a str, which it cannot read
-            raise NotJSONReply(not_json_message(response.headers.get("content-type"), body)) from None
-        except (AttributeError, TypeError):
-            return httpx.Response(
-                response.status_code, headers=response.headers, content=body, request=request
-            )
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
-        content = json.dumps(data).encode() if changed else body
-        return httpx.Response(response.status_code, headers=headers, content=content, request=request)
+        if not changed:
+            try:
+                response.content.decode("utf-8")
+            except UnicodeDecodeError:  # broken tokens: openai could not read it; kept as U+FFFD
+                changed = True
+        return with_body(response, data, request) if changed else response
 
     async def aclose(self) -> None:
         pass  # the wrapped pool belongs to the runner, which closes it
@@ -95,10 +79,11 @@ def pooled_http_client(transport: httpx.AsyncBaseTransport, timeout: httpx.Timeo
 class SeededOpenAIClient(OpenAIChatCompletionClient):
     """One agent's autogen OpenAI client for one sample: per-call seeds, thinking split, counting."""
 
-    def __init__(self, ctx: SampleContext, agent: str, **config: Any):
+    def __init__(self, ctx: SampleContext, agent: str, endpoint: HTTPClient | None = None, **config: Any):
         super().__init__(**config)
         self._ctx = ctx
         self._agent = agent
+        self._endpoint = endpoint  # the runner's client: its strict-fields fallback and errors
         self.error: BaseException | None = None  # re-raised by AutoGenChat after the team stops
 
     def _create_args_for(self, args: dict[str, Any], seed: int, strict: bool) -> dict[str, Any]:
@@ -125,8 +110,6 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         stored = cache.stored_reply(call_messages, call_params) if cache is not None else None
         if stored is not None:
             return self._record(n, messages, stored, started)
-        endpoint = getattr(ctx.client, "inner", None)  # the runner's HTTPClient, when there is one
-        strict = bool(getattr(endpoint, "strict_fields", False))
         args = dict(extra_create_args)
 
         async def send(strict: bool) -> CreateResult:
@@ -141,28 +124,9 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             )
 
         try:
-            try:
-                result = await send(strict)
-            except openai.APIStatusError as exc:
-                # A strict server (`transformers serve`) rejects vLLM's top_k/min_p: as HTTPClient does,
-                # drop them (for every client sharing the endpoint) and ask again.
-                if strict or not rejects_extra_fields(exc):
-                    raise
-                if endpoint is not None:
-                    endpoint.strict_fields = True
-                result = await send(True)
-        except (openai.APIError, httpx.HTTPError) as exc:
-            cause = exc.__cause__
-            text = str(cause) if isinstance(cause, NotJSONReply) else f"{type(exc).__name__}: {exc}"
-            self.error = ModelAccessError(text)
-            raise self.error from exc
-        except (IndexError, KeyError, TypeError, AttributeError, ValueError) as exc:
-            # autogen-ext reading a 200 reply that is no chat completion (no choices, an error
-            # object, a list, content that is not text, usage that is not a number): the
-            # endpoint's fault, worded as HTTPClient words it, not an internal error.
-            why = (str(exc).splitlines() or [""])[0][:200]
-            self.error = ModelAccessError(f"malformed chat completion ({type(exc).__name__}: {why})")
-            raise self.error from exc
+            # The endpoint's own rules (HTTPClient.call): the strict-fields fallback, shared by
+            # every client of the endpoint, and the errors worded as for every other system.
+            result = await (self._endpoint.call(send) if self._endpoint is not None else _unpooled(send))
         except BaseException as exc:
             self.error = exc
             raise
@@ -200,6 +164,14 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         )
 
 
+async def _unpooled(send: Callable[[bool], Awaitable[CreateResult]]) -> CreateResult:
+    """A call without the runner's endpoint (a base URL given directly): the same error wording."""
+    try:
+        return await send(False)
+    except (openai.APIError, httpx.HTTPError, ModelAccessError) as exc:
+        raise model_access_error(exc) from exc
+
+
 def make_openai_agent_client(
     ctx: SampleContext,
     agent: str,
@@ -207,14 +179,16 @@ def make_openai_agent_client(
     model: str,
     http_client: httpx.AsyncClient | None = None,
     api_key: str | None = None,
+    endpoint: HTTPClient | None = None,
 ) -> SeededOpenAIClient:
     """autogen's OpenAI client for a non-OpenAI model on `base_url` (e.g. vLLM, our scripted server).
 
-    `api_key` defaults to the key of the runner's endpoint client, else OPENAI_API_KEY, else
+    `endpoint`: the runner's client for that endpoint (its strict-fields fallback and error
+    wording are used). `api_key` defaults to the endpoint's key, else OPENAI_API_KEY, else
     "EMPTY" (what vLLM accepts when it checks no key).
     """
-    endpoint = getattr(ctx.client, "inner", ctx.client)
-    api_key = api_key or getattr(endpoint, "api_key", None) or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    own = endpoint.api_key if endpoint is not None else None
+    api_key = api_key or own or os.environ.get("OPENAI_API_KEY") or "EMPTY"
     sampling = HTTPClient.request_kwargs(ctx.params)
     sampling.pop("seed", None)  # set per call
     config: dict[str, Any] = {
@@ -227,4 +201,4 @@ def make_openai_agent_client(
     }
     if http_client is not None:
         config["http_client"] = http_client
-    return SeededOpenAIClient(ctx, agent, **config)
+    return SeededOpenAIClient(ctx, agent, endpoint, **config)

@@ -1,27 +1,17 @@
 """OpenAI-compatible endpoints (vLLM, SGLang, `transformers serve`, OpenAI) behind one client.
 
 Two layers:
-- `EndpointPool` is an httpx transport. It holds the concurrency limit, spreads requests over
-  several endpoints by least in-flight, keeps pooled keep-alive connections (aiohttp does the
-  socket work: httpcore's pool costs tens of ms of CPU per request with hundreds of connections
-  open, aiohttp's a fraction of one), and retries 429
-  (honouring Retry-After), 5xx, timeouts and dropped connections with exponential backoff and
-  jitter, for a bounded number of attempts. Because it sits under httpx, the same pool serves
-  our `HTTPClient` and any other OpenAI client (AutoGen's `OpenAIChatCompletionClient`).
-  Context length. Where /v1/models states it (vLLM's `max_model_len`), a chat request that
-  might not fit (its body's size, an upper bound on its prompt's tokens, plus max_tokens
-  exceeds the context) is first measured with vLLM's POST /tokenize and its max_tokens lowered
-  to what is left, so a long conversation is not refused needlessly; short requests are sent as
-  they are, without the extra call. A request refused anyway (another server, no /tokenize;
-  see `mars_eval.models.context` for the wordings) is sent again with max_tokens lowered: the
-  context length from the refusal or /v1/models, the prompt's size from the refusal or
-  /tokenize; failing both, max_tokens is halved (a few times at most). A reply whose max_tokens
-  was lowered says so in a `x-mars-max-tokens` header. A prompt that alone does not fit stays
-  refused (`ContextOverflowError` in `HTTPClient`).
-  Cut-off thinking. A reply stopped at max_tokens (finish_reason "length") to a request with
-  thinking on, holding no closing `</think>` and no separate reasoning field, never left its
-  thinking (the chat template opened `<think>` in the prompt): the pool moves its text into
-  `reasoning_content`, so no client (ours or AutoGen's) reads an answer from it.
+- `EndpointPool` is an httpx transport, built from parts with one job each: `Balancer` (the
+  concurrency limit and least-in-flight spreading over several endpoints, `balance.py`),
+  `RetryPolicy` (what is retried and how long to wait, `retry.py`), `ContextFitter` (max_tokens
+  fitted to the context, `fitting.py`) and the reply rewrites of `completion.py` (a reply cut
+  off inside thinking has its text moved to `reasoning_content`). It keeps pooled keep-alive
+  connections (aiohttp does the socket work: httpcore's pool costs tens of ms of CPU per
+  request with hundreds of connections open, aiohttp's a fraction of one). Because it sits
+  under httpx, the same pool, and so the same retries, serve our `HTTPClient` and any other
+  OpenAI client (AutoGen's `OpenAIChatCompletionClient`): a 200 chat reply that is not a
+  usable completion is asked again there too, and after the last attempt the pool raises
+  `MalformedReply`, which `model_access_error` turns into the one error every client reports.
 - `HTTPClient` is the `ModelClient`: the real `openai.AsyncOpenAI` over that transport, with
   Qwen3/vLLM extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking
   split from the reply (`reasoning_content`, `reasoning`, or inline `<think>`).
@@ -30,18 +20,17 @@ Two layers:
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
-import random
-import re
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import aiohttp
 import httpx
 import openai
 
+from mars_eval.models.balance import Balancer, Endpoint
 from mars_eval.models.base import (
     ChatResponse,
     ConfigError,
@@ -49,48 +38,33 @@ from mars_eval.models.base import (
     Message,
     ModelAccessError,
     SamplingParams,
-    split_thinking,
 )
-from mars_eval.models.context import Overflow, parse_context_overflow, room_for_reply
+from mars_eval.models.completion import (
+    COMPLETION,
+    LOWERED_HEADER,
+    MalformedReply,
+    decode_completion,
+    move_cut_off_thinking,
+    parse_completion,
+    with_body,
+)
+from mars_eval.models.context import parse_context_overflow
+from mars_eval.models.fitting import MAX_TOKENS_RETRIES, ContextFitter
+from mars_eval.models.retry import RETRY_STATUS, RetryPolicy, retry_after_seconds
+
+__all__ = [
+    "RETRY_STATUS",
+    "EndpointPool",
+    "HTTPClient",
+    "list_models",
+    "model_access_error",
+    "normalize_base_url",
+    "parse_completion",
+]
 
 POOL_HOST = "mars-endpoint-pool"  # placeholder host the pool rewrites to a real endpoint
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 DEFAULT_CONCURRENCY = 512  # enough in flight to keep a vLLM server's batch full
-MALFORMED_ATTEMPTS = 3  # a 200 whose body is not a chat completion is asked for again
-MAX_TOKENS_RETRIES = 4  # context refusals answered by a smaller max_tokens, per request
-TEMPLATE_SLACK = 64  # chat-template tokens beyond the message text (Qwen3: about 5 per message)
-_MAX_TOKENS_FIELD = re.compile(rb'"max(?:_completion)?_tokens"\s*:\s*(\d+)')
-_LENGTH_FINISH = re.compile(rb'"finish_reason"\s*:\s*"length"')
-_THINKING_ON = re.compile(rb'"enable_thinking"\s*:\s*true')
-_MODEL_FIELD = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
-LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
-
-
-def _search(pattern: re.Pattern[bytes], literal: bytes, data: bytes) -> re.Match[bytes] | None:
-    """`pattern.search(data)`, for a pattern that starts with `literal`: bytes.find skips to the
-    first place a match can start (the regex engine alone takes ~15 us per 50 kB body, on every
-    call; find a fraction of one)."""
-    start = data.find(literal)
-    return None if start < 0 else pattern.search(data, start)
-
-
-@dataclass
-class Endpoint:
-    base: str  # base URL ending in /v1, kept as a string (no URL parsing on the hot path)
-    in_flight: int = 0
-    sent: int = 0
-    down_until: float = 0.0  # after a connection failure, prefer other endpoints until then
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+T = TypeVar("T")
 
 
 class EndpointPool(httpx.AsyncBaseTransport):
@@ -107,39 +81,26 @@ class EndpointPool(httpx.AsyncBaseTransport):
     ):
         if not base_urls:
             raise ConfigError("no --base-url given")
-        self.endpoints = [Endpoint(normalize_base_url(u)) for u in base_urls]
-        self.concurrency = concurrency
-        self.max_attempts = max_attempts
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+        self.balancer = Balancer([Endpoint(normalize_base_url(u)) for u in base_urls], concurrency)
+        self.policy = RetryPolicy(max_attempts, backoff_base, backoff_max)
+        self.fitter = ContextFitter(self._send, lambda: _server_root(self.balancer.pick().base))
         self._transport = transport  # an injected httpx transport (tests); else aiohttp sessions
         self._session: aiohttp.ClientSession | None = None  # made inside the running loop
-        self._semaphore: asyncio.Semaphore | None = None
-        self._next = 0
         self.retries = 0
-        self.lowered = 0  # requests sent again with a smaller max_tokens after a context refusal
-        self.max_model_len: dict[str, int] = {}  # model id -> context length, from /v1/models
-        self.measured = 0  # requests measured with /tokenize before sending
-        self._can_tokenize: bool | None = None  # False once an endpoint has no /tokenize
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        return self.balancer.endpoints
+
+    @property
+    def max_model_len(self) -> dict[str, int]:
+        """model id -> context length, from /v1/models (see `ContextFitter`)."""
+        return self.fitter.max_model_len
 
     @property
     def base_url(self) -> str:
         """The URL an OpenAI client should use: the pool maps it onto real endpoints."""
         return f"http://{POOL_HOST}/v1"
-
-    def _pick(self) -> Endpoint:
-        now = time.monotonic()
-        up = [e for e in self.endpoints if e.down_until <= now] or self.endpoints
-        # Least in-flight; rotate the starting point so ties spread evenly.
-        self._next = (self._next + 1) % len(up)
-        ordered = up[self._next :] + up[: self._next]
-        return min(ordered, key=lambda e: (e.in_flight, e.down_until))
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max)
-        cap = min(self.backoff_max, self.backoff_base * 2**attempt)
-        return random.uniform(cap / 2, cap)  # "equal jitter": never zero, never in lockstep
 
     @staticmethod
     def _target(request: httpx.Request, endpoint: Endpoint) -> str:
@@ -148,157 +109,61 @@ class EndpointPool(httpx.AsyncBaseTransport):
         return endpoint.base + (path[3:] if path.startswith("/v1") else path)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.concurrency)
         await request.aread()  # the body must be re-sendable on retry
-        async with self._semaphore:
+        async with self.balancer.limit:
             lowered_to = None
-            fitted = await self._fitted(request)
+            fitted = await self.fitter.fitted(request)
             if fitted is not None:
                 request, lowered_to = fitted
-                self.lowered += 1
             response = await self._send_retrying(request)
             for _ in range(MAX_TOKENS_RETRIES):
-                if response.status_code != 400:
-                    break
-                smaller = await self._lowered(request, response)
+                smaller = await self.fitter.lowered_after(request, response)
                 if smaller is None:
                     break
                 request, lowered_to = smaller
-                self.lowered += 1
                 response = await self._send_retrying(request)
-            if response.status_code == 200:
-                response = _thinking_moved_out(request, response)
+            data = response.extensions.get(COMPLETION)
+            if data is not None and move_cut_off_thinking(request.content, response.content, data):
+                response = with_body(response, data, request)
             if lowered_to is not None and response.status_code == 200:
                 response.headers[LOWERED_HEADER] = str(lowered_to)
             return response
 
     async def _send_retrying(self, request: httpx.Request) -> httpx.Response:
-        """One request with retries on 429/5xx/transport errors (the caller holds a slot)."""
-        last_error: Exception | None = None
-        for attempt in range(self.max_attempts):
-            endpoint = self._pick()
-            endpoint.in_flight += 1
-            endpoint.sent += 1
-            try:
-                response = await self._send(request, self._target(request, endpoint))
-            except (httpx.TimeoutException, httpx.TransportError) as exc:
-                last_error = exc
-                endpoint.down_until = time.monotonic() + self._delay(attempt, None)
-                retry_after = None
-            else:
-                if response.status_code not in RETRY_STATUS or attempt == self.max_attempts - 1:
-                    return response
-                retry_after = _retry_after(response.headers)
-                last_error = httpx.HTTPStatusError(
-                    f"HTTP {response.status_code}", request=request, response=response
-                )
-            finally:
-                endpoint.in_flight -= 1
-            if attempt < self.max_attempts - 1:
-                self.retries += 1
-                await asyncio.sleep(self._delay(attempt, retry_after))
-        # Only transport errors reach here: a retryable status on the last attempt was returned.
-        assert last_error is not None
-        raise last_error
-
-    async def _fitted(self, request: httpx.Request) -> tuple[httpx.Request, int] | None:
-        """Before sending: the request with max_tokens lowered to what the context leaves, when
-        the context length is known and the prompt, measured by /tokenize, leaves less."""
-        if not self.max_model_len or self._can_tokenize is False:
-            return None
-        if not request.url.path.endswith("/chat/completions"):
-            return None
-        content = request.content
-        asked_m, model_m = (
-            _search(_MAX_TOKENS_FIELD, b'"max', content),
-            _search(_MODEL_FIELD, b'"model"', content),
-        )
-        if asked_m is None or model_m is None:
-            return None
-        max_len = self.max_model_len.get(model_m.group(1).decode(errors="replace"))
-        asked = int(asked_m.group(1))
-        # Every prompt token stands for at least one byte of the JSON body, which also holds
-        # each message's role and quoting (more than the template adds per message).
-        if max_len is None or len(request.content) + TEMPLATE_SLACK + asked <= max_len:
-            return None
-        try:
-            body = json.loads(request.content)
-        except ValueError:
-            return None
-        counted = await self._count_prompt(request, body)
-        if counted is None:
-            return None
-        self.measured += 1
-        prompt, stated = counted
-        max_len = stated or max_len
-        room = max_len - prompt
-        if room < 1 or room >= asked:  # nothing left (the server refuses it), or it fits as is
-            return None
-        return self._with_max_tokens(request, body, room), room
-
-    @staticmethod
-    def _with_max_tokens(request: httpx.Request, body: dict, value: int) -> httpx.Request:
-        field = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
-        body[field] = value
-        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-        content = json.dumps(body).encode()
-        return httpx.Request(
-            request.method, request.url, headers=headers, content=content, extensions=request.extensions
-        )
-
-    async def _lowered(
-        self, request: httpx.Request, response: httpx.Response
-    ) -> tuple[httpx.Request, int] | None:
-        """The request again with a max_tokens that fits what the context refusal says is left."""
-        if not request.url.path.endswith("/completions"):
-            return None
-        try:
-            body = json.loads(request.content)
-            err = json.loads(response.content)
-        except ValueError:
-            return None
-        if not isinstance(body, dict) or not isinstance(err, dict):
-            return None
-        message = err.get("error", err)
-        message = message.get("message") if isinstance(message, dict) else message
-        found = parse_context_overflow(str(message or err.get("message") or ""))
-        field = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
-        asked = body.get(field)
-        if found is None or not isinstance(asked, int):
-            return None
-        known = self.max_model_len.get(str(body.get("model")))
-        if found.prompt_tokens is not None and not found.prompt_exact:
-            counted = await self._count_prompt(request, body)
-            if counted is not None:
-                found = Overflow(found.max_model_len or counted[1], counted[0], True)
-        new = room_for_reply(found, asked, known)
-        if new is None:
-            return None
-        return self._with_max_tokens(request, body, new), new
-
-    async def _count_prompt(self, request: httpx.Request, body: dict) -> tuple[int, int | None] | None:
-        """(prompt tokens, context length) from vLLM's POST /tokenize, or None where it has none."""
-        keys = ("model", "messages", "chat_template_kwargs", "add_generation_prompt")
-        ask = {k: body[k] for k in keys if k in body}
-        ask.setdefault("add_generation_prompt", True)
-        endpoint = self._pick()
-        root = endpoint.base[: -len("/v1")] if endpoint.base.endswith("/v1") else endpoint.base
-        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-        probe = httpx.Request("POST", request.url, headers=headers, content=json.dumps(ask).encode())
-        if self._can_tokenize is False:
-            return None
-        try:
-            reply = await self._send(probe, f"{root}/tokenize")
-            data = json.loads(reply.content) if reply.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
-            return None
-        if reply.status_code in (404, 405, 501):  # not vLLM: ask no more, rely on refusals
-            self._can_tokenize = False
-        if not isinstance(data, dict) or not isinstance(data.get("count"), int):
-            return None
-        max_len = data.get("max_model_len")
-        return data["count"], max_len if isinstance(max_len, int) else None
+        """One request under the retry policy (the caller holds a slot). A chat reply that
+        arrives with 200 comes back decoded (`COMPLETION`), or raises `MalformedReply` when the
+        last attempt's was not a usable completion."""
+        chat = request.method == "POST" and request.url.path.endswith("/chat/completions")
+        attempts = self.policy.max_attempts
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            with self.balancer.sending(self.balancer.pick()) as endpoint:
+                try:
+                    response = await self._send(request, self._target(request, endpoint))
+                except (httpx.TimeoutException, httpx.TransportError):
+                    wait = self.policy.delay(attempt)
+                    self.balancer.mark_down(endpoint, wait)
+                    if last:
+                        raise
+                else:
+                    if response.status_code == 200 and chat:
+                        try:
+                            data = decode_completion(response.content, response.headers.get("content-type"))
+                        except MalformedReply:
+                            if last:
+                                raise
+                            wait = self.policy.delay(attempt)
+                        else:
+                            response.extensions[COMPLETION] = data
+                            return response
+                    elif last or not self.policy.retries_status(response.status_code):
+                        return response
+                    else:
+                        retry_after = retry_after_seconds(response.headers.get("retry-after"))
+                        wait = self.policy.delay(attempt, retry_after)
+            self.retries += 1
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _send(self, request: httpx.Request, url: str) -> httpx.Response:
         """One attempt at `url`; the whole body is read before returning (the slot is then free)."""
@@ -312,7 +177,8 @@ class EndpointPool(httpx.AsyncBaseTransport):
             )
         session = self._session
         if session is None:
-            connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, ttl_dns_cache=300)
+            limit = self.balancer.concurrency
+            connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
             session = self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         t = request.extensions.get("timeout", {})
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.get("connect"), sock_read=t.get("read"))
@@ -338,37 +204,10 @@ class EndpointPool(httpx.AsyncBaseTransport):
             await self._transport.aclose()
 
 
-def _thinking_moved_out(request: httpx.Request, response: httpx.Response) -> httpx.Response:
-    """A reply cut off inside thinking, with its text moved to `reasoning_content` (see above)."""
-    if (
-        _search(_LENGTH_FINISH, b'"finish_reason"', response.content) is None
-        or _search(_THINKING_ON, b'"enable_thinking"', request.content) is None
-    ):
-        return response
-    try:
-        data = json.loads(response.content)
-        choices = data["choices"]
-    except (ValueError, KeyError, TypeError):
-        return response
-    changed = False
-    for choice in choices if isinstance(choices, list) else []:
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if choice.get("finish_reason") != "length" or not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        if not isinstance(content, str) or not content or "</think>" in content:
-            continue
-        if message.get("reasoning_content") or message.get("reasoning"):
-            continue
-        message["reasoning_content"] = content.replace("<think>", "", 1).strip()
-        message["content"] = ""
-        changed = True
-    if not changed:
-        return response
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-length"]
-    return httpx.Response(
-        response.status_code, headers=headers, content=json.dumps(data).encode(), request=response.request
-    )
+
+
+def _server_root(base: str) -> str:
+    return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
 def normalize_base_url(url: str) -> str:
@@ -377,6 +216,24 @@ def normalize_base_url(url: str) -> str:
     if "://" not in url:
         url = "http://" + url
     return url if url.endswith("/v1") else url + "/v1"
+
+
+def model_access_error(exc: BaseException) -> ModelAccessError:
+    """The error every client (ours, autogen-ext's) reports for a call that failed at the
+    endpoint: the status and the server's message, a context refusal as `ContextOverflowError`,
+    the pool's `MalformedReply` (which openai wraps in APIConnectionError) as itself."""
+    if isinstance(exc, openai.APIStatusError):
+        message = _error_message(exc)
+        found = parse_context_overflow(message) if 400 <= exc.status_code < 500 else None
+        if found is not None:
+            return ContextOverflowError(
+                f"HTTP {exc.status_code}: {message}", found.max_model_len, found.prompt_tokens
+            )
+        return ModelAccessError(f"HTTP {exc.status_code}: {message}")
+    for err in (exc, exc.__cause__):
+        if isinstance(err, ModelAccessError):
+            return type(err)(*err.args)
+    return ModelAccessError(f"{type(exc).__name__}: {exc}")
 
 
 class HTTPClient:
@@ -429,70 +286,57 @@ class HTTPClient:
         # The openai client's own request path (auth headers, status errors), given a plain JSON
         # body and returning the raw response: `chat.completions.create` re-walks every message
         # through its TypedDict transform and builds pydantic models for the reply, the largest
-        # CPU costs per call at hundreds of calls in flight.
+        # CPU costs per call at hundreds of calls in flight. The pool decoded the reply already.
         body = self.request_body(messages, params, strict)
         response = await self.openai.post("/chat/completions", body=body, cast_to=httpx.Response)
-        try:
-            data = response.json()
-        except UnicodeDecodeError:  # JSON with bytes that are not UTF-8 (broken tokens): kept,
-            data = _json_or_none(response.content.decode("utf-8", "replace"))  # as U+FFFD
-            if data is None:
-                return NotJSON(not_json_message(response.headers.get("content-type"), response.content))
-        except ValueError:  # not JSON: parse_completion rejects it, and the call is asked again
-            return NotJSON(not_json_message(response.headers.get("content-type"), response.content))
+        data = response.extensions.get(COMPLETION)
+        if data is None:
+            data = decode_completion(response.content, response.headers.get("content-type"))
         lowered = response.headers.get(LOWERED_HEADER)
-        if lowered and isinstance(data, dict):
+        if lowered:
             data["_max_tokens_lowered_to"] = int(lowered)
         return data
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
-        """One chat call. A reply that arrives whole but is not a chat completion (a garbled or
-        truncated body) is asked for again, up to MALFORMED_ATTEMPTS times in all."""
-        for attempt in range(MALFORMED_ATTEMPTS):
-            started = time.perf_counter()
-            completion = await self._send_chat(messages, params)
-            try:
-                return parse_completion(completion, time.perf_counter() - started, params.thinking)
-            except ModelAccessError:
-                if attempt == MALFORMED_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
+        """One chat call (the pool retries it; see `mars_eval.models.retry`)."""
+        started = time.perf_counter()
+        data = await self.call(lambda strict: self._create(messages, params, strict))
+        return parse_completion(data, time.perf_counter() - started, params.thinking)
 
-    async def _send_chat(self, messages: list[Message], params: SamplingParams) -> object:
+    async def call(self, send: Callable[[bool], Awaitable[T]]) -> T:
+        """`send(strict)` under this endpoint's rules, for our calls and autogen-ext's alike:
+        a strict server (`transformers serve`) that rejects vLLM's sampling extras by name gets
+        them dropped, once for this client, and the call made again without them; a failure
+        is raised as `model_access_error` words it."""
         strict = self.strict_fields
         try:
             try:
-                return await self._create(messages, params, strict)
+                return await send(strict)
             except openai.APIStatusError as exc:
-                # Strict servers (`transformers serve`) reject vLLM's sampling extras by name:
-                # drop them once for this client and go on with the standard fields.
                 if strict or not rejects_extra_fields(exc):
                     raise
                 self.strict_fields = True
-                return await self._create(messages, params, True)
-        except openai.APIStatusError as exc:
-            message = _error_message(exc)
-            found = parse_context_overflow(message) if 400 <= exc.status_code < 500 else None
-            if found is not None:
-                raise ContextOverflowError(
-                    f"HTTP {exc.status_code}: {message}", found.max_model_len, found.prompt_tokens
-                ) from exc
-            raise ModelAccessError(f"HTTP {exc.status_code}: {message}") from exc
-        except (openai.APIError, httpx.HTTPError) as exc:
-            raise ModelAccessError(f"{type(exc).__name__}: {exc}") from exc
+                return await send(True)
+        except (openai.APIError, httpx.HTTPError, ModelAccessError) as exc:
+            raise model_access_error(exc) from exc
 
     async def check(self, attempts: int = 4) -> None:
         """Every endpoint must answer GET /models and serve `self.model` (fail fast, one line).
         Without a model name, the one model all endpoints serve is taken.
 
-        Transient answers (5xx, 429, a dropped connection) are retried a few times, so a flaky
-        server is not mistaken for a missing one; a server without a model list (404) passes and
-        the first call tells.
+        Transient answers (5xx, 429, a dropped connection) are retried under the retry policy,
+        so a flaky server is not mistaken for a missing one; a server without a model list
+        (404) passes and the first call tells.
         """
+        policy = RetryPolicy(attempts, 0.25, self.pool.policy.backoff_max)
         # aiohttp, not a fresh httpx client: that would build a new SSL context (~30 ms) per run.
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0)) as probe:
             for endpoint in self.pool.endpoints:
-                served = await self._list_models(probe, endpoint, attempts)
+                cards = await list_models(probe, endpoint.base, self.api_key, policy) or []
+                for card in cards:  # vLLM (and SGLang) state the context length here
+                    if isinstance(card.get("max_model_len"), int):
+                        self.pool.max_model_len[str(card["id"])] = card["max_model_len"]
+                served = [str(card["id"]) for card in cards]
                 if self.model is None:
                     if len(served) != 1:
                         listed = ", ".join(served) or "no model list"
@@ -509,106 +353,48 @@ class HTTPClient:
                 "can name it; serve the model under another name (vLLM: --served-model-name)"
             )
 
-    async def _list_models(
-        self, probe: aiohttp.ClientSession, endpoint: Endpoint, attempts: int
-    ) -> list[str]:
-        headers = {"Authorization": f"Bearer {self.api_key}"}
-        where = endpoint.base
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                async with probe.get(f"{where}/models", headers=headers) as r:
-                    status, body = r.status, await r.read()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                if last:
-                    raise ConfigError(f"cannot reach endpoint {where} ({type(exc).__name__})") from exc
-            else:
-                if status == 404:
-                    return []
-                if status == 200:
-                    try:
-                        cards = json.loads(body).get("data", [])
-                        for card in cards:  # vLLM (and SGLang) state the context length here
-                            if isinstance(card.get("max_model_len"), int):
-                                self.pool.max_model_len[str(card["id"])] = card["max_model_len"]
-                        return [m["id"] for m in cards]
-                    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                        raise ConfigError(f"endpoint {where} returned a malformed model list") from exc
-                if status in (401, 403):  # the key, never quoted: where it comes from
-                    raise ConfigError(
-                        f"endpoint {where} refused the API key (HTTP {status} on GET /models): set "
-                        "OPENAI_API_KEY to the key it expects"
-                        + ("" if os.environ.get("OPENAI_API_KEY") else " (it is not set)")
-                    )
-                if status not in RETRY_STATUS or last:
-                    raise ConfigError(f"endpoint {where} answered GET /models with HTTP {status}")
-            await asyncio.sleep(0.25 * 2**attempt)
-        return []
-
     async def aclose(self) -> None:
         await self.openai.close()
         await self.http.aclose()
 
 
-class NotJSON(str):
-    """What `_create` returns for a 200 reply whose body is not JSON: the message to report."""
-
-
-def not_json_message(content_type: str | None, body: bytes) -> str:
-    """One line for a 200 reply that is not JSON (a proxy's HTML page, a truncated body), quoting
-    its start with repr so that escape codes in it stay inert."""
-    start = body[:80].decode("utf-8", "replace")
-    kind = content_type or "no content type"
-    return f"malformed reply: the server answered 200 with a body that is not JSON ({kind}): {start!r}"
-
-
-def _json_or_none(text: str) -> object:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def parse_completion(data: object, latency_s: float, thinking: bool = False) -> ChatResponse:
-    """A chat-completions JSON reply as a ChatResponse (thinking split off); malformed → ModelAccessError.
-
-    `thinking`: the call was made with thinking on, so a reply cut off by max_tokens before any
-    closing tag is all thinking (see `split_thinking`).
-    """
-    if isinstance(data, NotJSON):
-        raise ModelAccessError(str(data))
-    if not isinstance(data, dict):
-        raise ModelAccessError(f"malformed chat completion (a JSON {type(data).__name__}, not an object)")
-    try:
-        choice = data["choices"][0]  # type: ignore[index]
-        message = choice["message"]
-        content = message.get("content")
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        usage = data.get("usage") or {}  # type: ignore[union-attr]
-        prompt_tokens, completion_tokens = (
-            int(usage.get("prompt_tokens") or 0),
-            int(usage.get("completion_tokens") or 0),
-        )
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-        raise ModelAccessError(f"malformed chat completion ({type(exc).__name__}: {exc})") from exc
-    if content is not None and not isinstance(content, str):
-        raise ModelAccessError("malformed chat completion (content is not text)")
-    finish = choice.get("finish_reason")
-    text, thought = split_thinking(
-        content,
-        reasoning if isinstance(reasoning, str) else None,
-        cut_off_thinking=thinking and finish == "length",
-    )
-    lowered = data.get("_max_tokens_lowered_to")  # type: ignore[union-attr]
-    return ChatResponse(
-        content=text,
-        thinking=thought,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        latency_s=latency_s,
-        finish_reason=finish,
-        extra={"max_tokens_lowered_to": lowered} if lowered else {},
-    )
+async def list_models(
+    probe: aiohttp.ClientSession, base: str, api_key: str | None, policy: RetryPolicy
+) -> list[dict] | None:
+    """The model cards of GET {base}/models, under the retry policy; None where the server has
+    no model list (404). Anything else fails with one line (ConfigError)."""
+    headers = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
+    for attempt in range(policy.max_attempts):
+        last = attempt == policy.max_attempts - 1
+        retry_after = None
+        try:
+            async with probe.get(f"{base}/models", headers=headers) as r:
+                status, body = r.status, await r.read()
+                retry_after = retry_after_seconds(r.headers.get("retry-after"))
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if last:
+                raise ConfigError(f"cannot reach endpoint {base} ({type(exc).__name__})") from exc
+        else:
+            if status == 404:
+                return None
+            if status == 200:
+                try:
+                    cards = json.loads(body).get("data", [])
+                    if not all(isinstance(c, dict) and "id" in c for c in cards):
+                        raise TypeError("a model card without an id")
+                    return cards
+                except (ValueError, TypeError, AttributeError) as exc:
+                    raise ConfigError(f"endpoint {base} returned a malformed model list") from exc
+            if status in (401, 403):  # the key, never quoted: where it comes from
+                raise ConfigError(
+                    f"endpoint {base} refused the API key (HTTP {status} on GET /models): set "
+                    "OPENAI_API_KEY to the key it expects"
+                    + ("" if os.environ.get("OPENAI_API_KEY") else " (it is not set)")
+                )
+            if last or not policy.retries_status(status):
+                raise ConfigError(f"endpoint {base} answered GET /models with HTTP {status}")
+        await asyncio.sleep(policy.delay(attempt, retry_after))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def rejects_extra_fields(exc: openai.APIStatusError) -> bool:

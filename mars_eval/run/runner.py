@@ -239,7 +239,7 @@ async def run_eval(
             system = system_for("vote", cfg)
         if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
             if isinstance(client, HTTPClient):
-                system.bind_endpoint(client.pool.base_url, model_name, client.pool, client.http.timeout)
+                system.bind_endpoint(client, model_name)
             elif system.client == "openai":
                 raise ConfigError("--autogen-client openai needs --base-url")
         identity = cfg.identity(model_name)

@@ -50,6 +50,9 @@ def _run(coro):
     return asyncio.run(coro)
 
 
+OK_REPLY = {"choices": [{"message": {"content": "ok"}}]}
+
+
 def test_pool_retries_5xx_and_429_then_succeeds():
     calls = []
 
@@ -59,7 +62,7 @@ def test_pool_retries_5xx_and_429_then_succeeds():
             return httpx.Response(503)
         if len(calls) == 2:
             return httpx.Response(429, headers={"Retry-After": "0"})
-        return httpx.Response(200, json={"ok": True})
+        return httpx.Response(200, json=OK_REPLY)
 
     pool = EndpointPool(["http://a:1"], backoff_base=0.001, transport=httpx.MockTransport(handler))
 
@@ -68,7 +71,7 @@ def test_pool_retries_5xx_and_429_then_succeeds():
             return await c.post(f"{pool.base_url}/chat/completions", json={"x": 1})
 
     r = _run(go())
-    assert r.status_code == 200 and r.json() == {"ok": True}
+    assert r.status_code == 200 and r.json() == OK_REPLY
     assert len(calls) == 3 and all(u == "http://a:1/v1/chat/completions" for u in calls)
     assert pool.retries == 2
 
@@ -108,22 +111,49 @@ def test_pool_honours_retry_after():
 
 
 def test_pool_spreads_by_least_in_flight():
-    async def handler(request):
-        await asyncio.sleep(0.05 if request.url.host == "slow" else 0.005)
-        return httpx.Response(200, json={"host": request.url.host})
+    """Each request goes to an endpoint with the fewest requests in flight: sent one at a time,
+    held open, they fill the endpoints evenly; once one endpoint's requests finish, the next ones
+    all go there. (Random or round-robin routing fails the second half.)"""
+    hosts = ["a", "b", "c"]
+    held: dict[str, list[asyncio.Event]] = {h: [] for h in hosts}
+    arrived = asyncio.Queue()
 
-    pool = EndpointPool(["http://slow:1", "http://fast:1"], transport=httpx.MockTransport(handler))
+    async def handler(request):
+        release = asyncio.Event()
+        held[request.url.host].append(release)
+        await arrived.put(request.url.host)
+        await release.wait()
+        return httpx.Response(200)
+
+    pool = EndpointPool([f"http://{h}:1" for h in hosts], transport=httpx.MockTransport(handler))
 
     async def go():
         async with httpx.AsyncClient(transport=pool) as c:
-            hosts = []
-            for _ in range(10):  # waves of 4 concurrent requests
-                rs = await asyncio.gather(*(c.get(f"{pool.base_url}/models") for _ in range(4)))
-                hosts += [r.json()["host"] for r in rs]
-            return hosts
+            tasks, order = [], []
 
-    hosts = _run(go())
-    assert hosts.count("slow") >= 10 and hosts.count("fast") >= 10
+            async def send_one():
+                tasks.append(asyncio.create_task(c.get(f"{pool.base_url}/models")))
+                order.append(await asyncio.wait_for(arrived.get(), 30))
+
+            for _ in range(9):
+                await send_one()
+                in_flight = [len(held[h]) for h in hosts]
+                assert max(in_flight) - min(in_flight) <= 1, (order, in_flight)
+            for release in held["b"]:
+                release.set()
+            while any(e.in_flight for e in pool.endpoints if e.base.startswith("http://b")):
+                await asyncio.sleep(0.001)  # b's three replies are on their way back
+            order.clear()
+            for _ in range(3):
+                await send_one()
+            later = list(order)
+            for h in hosts:
+                for release in held[h]:
+                    release.set()
+            await asyncio.gather(*tasks)
+            return later
+
+    assert _run(go()) == ["b", "b", "b"]
 
 
 def test_pool_bounds_concurrency():
@@ -191,14 +221,21 @@ def test_garbled_reply_is_asked_again_then_an_error():
             return httpx.Response(200, content=bodies.pop(0), headers={"content-type": "application/json"})
         return httpx.Response(200, json={"choices": [{"message": {"content": "The answer is 3."}}]})
 
-    client = HTTPClient("m", ["http://a:1"])
+    client = HTTPClient("m", ["http://a:1"], backoff_base=0.001)
     client.pool._transport = httpx.MockTransport(handler)
     r = asyncio.run(client.chat([{"role": "user", "content": "q"}], SamplingParams()))
     assert r.content == "The answer is 3." and not bodies
 
     from mars_eval.models.base import ModelAccessError
 
-    always_bad = HTTPClient("m", ["http://a:1"])
-    always_bad.pool._transport = httpx.MockTransport(lambda req: httpx.Response(200, content=b"not json"))
+    sent = []
+
+    def not_json(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, content=b"not json")
+
+    always_bad = HTTPClient("m", ["http://a:1"], max_attempts=4, backoff_base=0.001)
+    always_bad.pool._transport = httpx.MockTransport(not_json)
     with pytest.raises(ModelAccessError, match="malformed"):
         asyncio.run(always_bad.chat([{"role": "user", "content": "q"}], SamplingParams()))
+    assert len(sent) == 4  # re-asked like a 5xx, as many times as --max-attempts allows

@@ -1,0 +1,156 @@
+"""What a chat-completions reply holds, and the pool's rewrites of replies and requests.
+
+- `decode_completion`: a 200 reply's body as a usable chat completion, or `MalformedReply`
+  (not JSON, no choices, content that is not text, ...). The endpoint pool asks such a reply
+  again like a 5xx (`mars_eval.models.retry`), for every client, autogen-ext's included.
+- `parse_completion`: a decoded completion as our `ChatResponse` (thinking split off).
+- Rewrites the pool makes: a reply cut off inside thinking has its text moved to
+  `reasoning_content` (`move_cut_off_thinking`), and a request is re-sent with a smaller
+  max_tokens (`with_max_tokens`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+
+from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
+
+COMPLETION = "mars_completion"  # response extension: the decoded completion (parsed once)
+LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
+_LENGTH_FINISH = re.compile(rb'"finish_reason"\s*:\s*"length"')
+_THINKING_ON = re.compile(rb'"enable_thinking"\s*:\s*true')
+
+
+class MalformedReply(ModelAccessError):
+    """A 200 chat reply that is not a usable chat completion (asked again, then an error)."""
+
+
+def search(pattern: re.Pattern[bytes], literal: bytes, data: bytes) -> re.Match[bytes] | None:
+    """`pattern.search(data)`, for a pattern that starts with `literal`: bytes.find skips to the
+    first place a match can start (the regex engine alone takes ~15 us per 50 kB body, on every
+    call; find a fraction of one)."""
+    start = data.find(literal)
+    return None if start < 0 else pattern.search(data, start)
+
+
+def not_json_message(content_type: str | None, body: bytes) -> str:
+    """One line for a 200 reply that is not JSON (a proxy's HTML page, a truncated body), quoting
+    its start with repr so that escape codes in it stay inert."""
+    start = body[:80].decode("utf-8", "replace")
+    kind = content_type or "no content type"
+    return f"malformed reply: the server answered 200 with a body that is not JSON ({kind}): {start!r}"
+
+
+def completion_problem(data: object) -> str | None:
+    """Why `data` is not a usable chat completion, or None when it is."""
+    if not isinstance(data, dict):
+        return f"malformed chat completion (a JSON {type(data).__name__}, not an object)"
+    try:
+        message = data["choices"][0]["message"]
+        content = message.get("content")
+        usage = data.get("usage") or {}
+        int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        return f"malformed chat completion ({type(exc).__name__}: {exc})"
+    if content is not None and not isinstance(content, str):
+        return "malformed chat completion (content is not text)"
+    return None
+
+
+def decode_completion(body: bytes, content_type: str | None) -> dict:
+    """A 200 chat reply's body as a usable completion; `MalformedReply` otherwise. Bytes that
+    are not UTF-8 (broken tokens) are kept as U+FFFD."""
+    try:
+        try:
+            data = json.loads(body)
+        except UnicodeDecodeError:
+            data = json.loads(body.decode("utf-8", "replace"))
+    except ValueError:
+        raise MalformedReply(not_json_message(content_type, body)) from None
+    problem = completion_problem(data)
+    if problem is not None:
+        raise MalformedReply(problem)
+    return data
+
+
+def parse_completion(data: object, latency_s: float, thinking: bool = False) -> ChatResponse:
+    """A chat-completions JSON reply as a ChatResponse (thinking split off); malformed → ModelAccessError.
+
+    `thinking`: the call was made with thinking on, so a reply cut off by max_tokens before any
+    closing tag is all thinking (see `split_thinking`).
+    """
+    problem = completion_problem(data)
+    if problem is not None:
+        raise MalformedReply(problem)
+    assert isinstance(data, dict)
+    choice = data["choices"][0]
+    message = choice["message"]
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    usage = data.get("usage") or {}
+    finish = choice.get("finish_reason")
+    text, thought = split_thinking(
+        message.get("content"),
+        reasoning if isinstance(reasoning, str) else None,
+        cut_off_thinking=thinking and finish == "length",
+    )
+    lowered = data.get("_max_tokens_lowered_to")
+    return ChatResponse(
+        content=text,
+        thinking=thought,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        latency_s=latency_s,
+        finish_reason=finish,
+        extra={"max_tokens_lowered_to": lowered} if lowered else {},
+    )
+
+
+def move_cut_off_thinking(request_body: bytes, response_body: bytes, data: dict) -> bool:
+    """A reply stopped at max_tokens to a request with thinking on, holding no closing
+    `</think>` and no separate reasoning field, never left its thinking (the chat template
+    opened `<think>` in the prompt): its text moves to `reasoning_content`, so no client reads an
+    answer from it. Changes `data` in place; True when it did."""
+    if (
+        search(_LENGTH_FINISH, b'"finish_reason"', response_body) is None
+        or search(_THINKING_ON, b'"enable_thinking"', request_body) is None
+    ):
+        return False
+    changed = False
+    for choice in data["choices"] if isinstance(data["choices"], list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if choice.get("finish_reason") != "length" or not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if not isinstance(content, str) or not content or "</think>" in content:
+            continue
+        if message.get("reasoning_content") or message.get("reasoning"):
+            continue
+        message["reasoning_content"] = content.replace("<think>", "", 1).strip()
+        message["content"] = ""
+        changed = True
+    return changed
+
+
+def with_body(response: httpx.Response, data: dict, request: httpx.Request) -> httpx.Response:
+    """`response` with `data` as its JSON body (and as its decoded completion)."""
+    dropped = ("content-length", "content-encoding")  # the new body is plain JSON
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    out = httpx.Response(
+        response.status_code, headers=headers, content=json.dumps(data).encode(), request=request
+    )
+    out.extensions[COMPLETION] = data
+    return out
+
+
+def with_max_tokens(request: httpx.Request, body: dict, value: int) -> httpx.Request:
+    """`request` again with its max_tokens (or max_completion_tokens) set to `value`."""
+    field = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
+    body[field] = value
+    headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
+    content = json.dumps(body).encode()
+    return httpx.Request(
+        request.method, request.url, headers=headers, content=content, extensions=request.extensions
+    )
