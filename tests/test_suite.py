@@ -210,7 +210,7 @@ def test_routes_and_shared_pool(two_endpoints):
     )
     c1, c2 = pool.clients["m1"], pool.clients["m2"]
     assert c1.pool.endpoints[1] is c2.pool.endpoints[0]  # one Endpoint object: shared in-flight count
-    assert c1.pool._semaphore is c2.pool._semaphore is pool.semaphore
+    assert c1.pool.balancer.limit is c2.pool.balancer.limit is pool.limit
 
 
 def test_parse_data_files():

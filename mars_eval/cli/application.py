@@ -118,7 +118,8 @@ def mas(
     print_summary_table(summary, Console())
     if json_out:
         print(json.dumps(summary, default=str), flush=True)
-    raise typer.Exit(exitcodes.for_errors(summary["errors"]))  # 3: some samples errored, rerun
+    # 3: some samples errored (rerun); 1: a bug failed some (mars_eval.run.failures)
+    raise typer.Exit(exitcodes.exit_code(summary["error_kinds"]))
 
 
 @contextlib.contextmanager

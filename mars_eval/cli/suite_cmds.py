@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
@@ -137,13 +138,9 @@ def suite(
     _print_suite_table(plan, cells, mas_cells(table_runs), out)
     if json_out:
         print(json.dumps({"output": output, "runs": _json_rows(cells)}, default=str), flush=True)
-    failures = [c.failure for c in cells if c.failure]
-    if failures:
-        # Cells refused as bad input (a run folder in use, a model that cannot load) mean "fix
-        # or repeat the command" (2); any other failure is unexpected (1).
-        raise typer.Exit(2 if all(f.startswith("bad input:") for f in failures) else 1)
-    if any((c.summary or {}).get("errors") for c in cells):
-        raise typer.Exit(3)
+    # Each cell's code as a `mas` run of it alone would exit (mars_eval.run.failures), the worst
+    # one first: a bug (1), a cell refused as bad input (2), errored samples (3).
+    raise typer.Exit(exitcodes.worst(c.exit_code for c in cells))
 
 
 def expand_systems(names: list[str]) -> list[str]:

@@ -97,15 +97,15 @@ class TransformersEngine:
             lm = AutoModelForCausalLM.from_pretrained(
                 self.model, dtype=self._dtype if device != "cpu" else torch.float32
             )
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever breaks the load (a damaged safetensors
+            # file raises SafetensorError, a bad config a KeyError): bad input, one line, exit 2
             where = (
                 "local folder"
                 if Path(self.model).exists()
                 else "hub id (offline? set --base-url or a local path)"
             )
-            raise ConfigError(
-                f"cannot load model {self.model!r} as a {where}: {str(exc).splitlines()[0]}"
-            ) from exc
+            why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+            raise ConfigError(f"cannot load model {self.model!r} as a {where}: {why}") from exc
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token

@@ -50,8 +50,12 @@ class VLLMEngine:
             from vllm import AsyncEngineArgs, AsyncLLMEngine
         except ImportError as exc:
             raise ConfigError("the in-process vLLM engine needs the extra: pip install -e .[vllm]") from exc
-        self._engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self._args))
-        self._tok = await self._engine.get_tokenizer()
+        try:
+            self._engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self._args))
+            self._tok = await self._engine.get_tokenizer()
+        except Exception as exc:  # noqa: BLE001 - any failure to load the model is bad input
+            why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+            raise ConfigError(f"cannot load model {self.model!r} with vLLM: {why}") from exc
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
         from vllm import SamplingParams as VSampling

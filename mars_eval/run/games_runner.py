@@ -32,7 +32,6 @@ import json
 import re
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +46,8 @@ from mars_eval.games.agents import BuiltinAgent, EpisodeAgent, LLMAgent
 from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
 from mars_eval.games.play import outcome, play_episode, summarize_episodes
 from mars_eval.mas.base import SampleContext, derive_seed
-from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.models.base import ConfigError, ModelClient, SamplingParams
+from mars_eval.run.failures import error_kinds, exit_code, sample_error, stops_run, worst
 from mars_eval.run.intervals import episode_intervals, format_interval
 from mars_eval.run.progress import progress_bar
 from mars_eval.run.store import CachedClient, RunStore, slug
@@ -275,11 +275,10 @@ async def run_unit(cfg: GamesConfig, unit: Unit, client: ModelClient | None) -> 
     started = time.perf_counter()
     try:
         record.update(await play_episode(game.new_episode(episode_seed), seats, evaluated))
-    except ModelAccessError as exc:
-        record["error"] = f"model access: {exc}"
-    except Exception as exc:  # one broken episode must not take the others down
-        record["error"] = f"internal: {type(exc).__name__}: {exc}"
-        record["traceback"] = traceback.format_exc(limit=8)
+    except Exception as exc:  # classified as for every command (mars_eval.run.failures)
+        if stops_run(exc):
+            raise  # the run folder cannot be written, or the model cannot be loaded
+        record.update(sample_error(exc))  # one broken episode must not take the others down
     record["latency_s"] = round(time.perf_counter() - started, 4)
     if ctx is not None:
         record.update(
@@ -388,6 +387,7 @@ async def _run(
         "results": merged,
         "selection": [[r["game"], r["opponent"], r["seat"]] for r in rows],
         "errors": len(failed),
+        "error_kinds": error_kinds(all_records[k] for k in failed),
         "calls_sent": client.sent if client is not None else 0,
         # Over every run of this folder (a resumed run adds its time), and this run's alone.
         "wall_seconds": round(store.stop_clock(), 3),
@@ -503,8 +503,8 @@ def print_results(summary: dict[str, Any], console: Console) -> None:
 
 
 def games_command(*, json_out: bool = False, **options: Any) -> int:
-    """The CLI body: `options` are `build_config`'s. Exit code 0, or 3 when some episodes failed
-    (rerun to retry them).
+    """The CLI body: `options` are `build_config`'s. Exit code 0, 3 when some episodes failed
+    (rerun to retry them), 1 when a bug failed one (`mars_eval.run.failures`).
 
     `model` may be a list (a checkpoint series): one run folder per model, run one after the
     other, every config checked before the first runs; --json then prints {"runs": [{"model",
@@ -532,4 +532,4 @@ def games_command(*, json_out: bool = False, **options: Any) -> int:
             for s in summaries
         ]
         print(json.dumps({"runs": runs}), flush=True)
-    return 3 if any(s["errors"] for s in summaries) else 0  # mars_eval.cli.exitcodes.SOME_ERRORED
+    return worst(exit_code(s["error_kinds"]) for s in summaries)

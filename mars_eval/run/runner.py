@@ -12,7 +12,6 @@ import asyncio
 import gc
 import shutil
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -25,13 +24,14 @@ from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
+from mars_eval.run.failures import error_kinds, sample_error, stops_run
 from mars_eval.run.matching import find_mad_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
-from mars_eval.run.store import CachedClient, RunStore, StoreError, slug
+from mars_eval.run.store import CachedClient, RunStore, slug
 from mars_eval.tasks import make_task
-from mars_eval.tasks.base import Problem, ScorerError, Task
+from mars_eval.tasks.base import Problem, Task
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 
@@ -142,19 +142,14 @@ async def solve_one(
         if result.answer is not None:
             record["answer_key"] = task.canonical(result.answer)
         record["correct"] = await asyncio.to_thread(task.score, result.answer, problem.gold)
-    except (StoreError, ConfigError):
-        raise  # the run folder cannot be written, or the model cannot be loaded: the run stops
-    except ModelAccessError as exc:
-        overflow = overflow_of(exc)
+    except Exception as exc:  # classified once for every command (mars_eval.run.failures)
+        if stops_run(exc):
+            raise  # the run folder cannot be written, or the model cannot be loaded: the run stops
+        overflow = overflow_of(exc) if isinstance(exc, ModelAccessError) else None
         if overflow is None:
-            record["error"] = f"model access: {exc}"
+            record.update(sample_error(exc))
         else:  # the system's own failure: scored wrong, counted (see mars_eval.run.outcomes)
             record.update(correct=False, context_overflow=True, how=f"context overflow: {overflow}")
-    except ScorerError as exc:
-        record["error"] = f"scorer: {exc}"
-    except Exception as exc:  # a bug in a system must not take the other samples down
-        record["error"] = f"internal: {type(exc).__name__}: {exc}"
-        record["traceback"] = traceback.format_exc(limit=8)
     record.update(
         transcript=ctx.transcript,
         calls=ctx.calls,
@@ -347,7 +342,7 @@ def summarize(
         **accuracy_metrics(records, cfg.samples),
         **outcome_summary(records, getattr(task, "choices", None)),
         "errors": len(errors),
-        "error_kinds": _error_kinds(errors),
+        "error_kinds": error_kinds(errors),
         "llm_calls": calls,
         "llm_calls_per_sample": calls / len(records) if records else 0.0,
         "calls_sent": calls_sent,
@@ -364,11 +359,3 @@ def summarize(
         "sampling": asdict(cfg.params),
     }
     return summary
-
-
-def _error_kinds(errors: list[dict[str, Any]]) -> dict[str, int]:
-    kinds: dict[str, int] = {}
-    for r in errors:
-        kind = str(r["error"]).split(":", 1)[0]
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return kinds

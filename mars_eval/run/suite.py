@@ -16,7 +16,6 @@ Each cell is an ordinary `mas` run folder under the output folder (same name, sa
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,8 +27,11 @@ from rich.console import Console
 
 from mars_eval.mas import system_for
 from mars_eval.models import default_model, make_client
+from mars_eval.models.balance import Endpoint
 from mars_eval.models.base import ConfigError, ModelClient
-from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, normalize_base_url
+from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, list_models, normalize_base_url
+from mars_eval.models.retry import RetryPolicy
+from mars_eval.run.failures import BAD_INPUT, exit_code, exit_code_of
 from mars_eval.run.progress import progress_bar
 from mars_eval.run.rundirs import read_records
 from mars_eval.run.runner import EvalConfig, run_eval
@@ -51,6 +53,7 @@ class Cell:
     done: int = 0
     summary: dict[str, Any] | None = None
     failure: str | None = None  # the run raised instead of returning a summary
+    exit_code: int = 0  # what a `mas` run of this cell alone would exit with (run.failures)
 
     @property
     def label(self) -> str:
@@ -97,26 +100,15 @@ def parse_data_files(values: list[str] | None, tasks: list[str]) -> dict[str, st
 
 
 async def served_models(base_urls: list[str], api_key: str | None = None) -> dict[str, list[str] | None]:
-    """Each endpoint's model list from GET /models (None: it has no list, i.e. answered 404)."""
-    headers = {"Authorization": f"Bearer {api_key or 'EMPTY'}"}
+    """Each endpoint's model list from GET /models (None: it has no list, i.e. answered 404),
+    asked as `mas` asks it (`list_models`: the retry policy, the API-key hint)."""
+    policy = RetryPolicy(max_attempts=4, backoff_base=0.25)
     out: dict[str, list[str] | None] = {}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10.0)) as session:
         for url in base_urls:
             base = normalize_base_url(url)
-            try:
-                async with session.get(f"{base}/models", headers=headers) as r:
-                    status, body = r.status, await r.read()
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                raise ConfigError(f"cannot reach endpoint {base} ({type(exc).__name__})") from exc
-            if status == 404:
-                out[base] = None
-                continue
-            if status != 200:
-                raise ConfigError(f"endpoint {base} answered GET /models with HTTP {status}")
-            try:
-                out[base] = [str(m["id"]) for m in json.loads(body).get("data", [])]
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise ConfigError(f"endpoint {base} returned a malformed model list") from exc
+            cards = await list_models(session, base, api_key, policy)
+            out[base] = None if cards is None else [str(card["id"]) for card in cards]
     return out
 
 
@@ -138,7 +130,7 @@ class SharedPool:
 
     Each client's EndpointPool is narrowed to the endpoints serving its model, but holds the
     same `Endpoint` objects (so least-in-flight sees every model's requests) and the same
-    semaphore (so the suite as a whole never has more than `concurrency` calls in flight).
+    limit (so the suite as a whole never has more than `concurrency` calls in flight).
     """
 
     def __init__(self, routes: dict[str, list[str]], template: EvalConfig):
@@ -148,24 +140,13 @@ class SharedPool:
             kwargs["timeout"] = template.request_timeout
         if template.max_attempts:
             kwargs["max_attempts"] = template.max_attempts
-        self.semaphore = asyncio.Semaphore(concurrency)
+        self.limit = asyncio.Semaphore(concurrency)
         self.clients: dict[str, HTTPClient] = {}
-        endpoints: dict[str, Any] = {}
+        endpoints: dict[str, Endpoint] = {}
         for model, urls in routes.items():
             client = HTTPClient(model, urls, **kwargs)
-            shared = []
-            for ep in client.pool.endpoints:
-                shared.append(endpoints.setdefault(ep.base, ep))
-            client.pool.endpoints = shared
-            client.pool._semaphore = self.semaphore
+            client.pool.balancer.share(endpoints, self.limit)
             self.clients[model] = client
-
-    def sent_per_endpoint(self) -> dict[str, int]:
-        seen: dict[str, int] = {}
-        for client in self.clients.values():
-            for ep in client.pool.endpoints:
-                seen[ep.base] = ep.sent
-        return seen
 
     async def aclose(self) -> None:
         for client in self.clients.values():
@@ -320,10 +301,12 @@ async def _run_cells(
                 on_record=bar.hook(cell),
                 problems=loaded[cell.task],
             )
-        except ConfigError as exc:
-            cell.failure = f"bad input: {exc}"
         except Exception as exc:  # one broken cell must not take the others down
-            cell.failure = f"internal: {type(exc).__name__}: {exc}"
+            cell.exit_code = exit_code_of(exc)  # classified as for every command (run.failures)
+            bad_input = cell.exit_code == BAD_INPUT
+            cell.failure = f"bad input: {exc}" if bad_input else f"internal: {type(exc).__name__}: {exc}"
+        else:
+            cell.exit_code = exit_code(cell.summary["error_kinds"])
         finally:
             if cell.system == "mad":
                 mad_done[(cell.model, cell.task)].set()
