@@ -234,19 +234,6 @@ def test_mas_exit_code_is_3_when_every_call_failed(tmp_path, scripted_server):
     assert res.summary["errors"] == 0 and res.summary["calls_sent"] == 4
 
 
-def test_games_exit_code_is_3_when_episodes_errored(monkeypatch):
-    from mars_eval.games import runner as games_runner
-
-    async def fake_run_games(cfg):
-        return {"run_dir": "x", "agent": "random", "model": None, "results": [], "errors": 2,
-                "normalization": "", "calls_sent": 0}  # fmt: skip
-
-    monkeypatch.setattr(games_runner, "run_games", fake_run_games)
-    monkeypatch.setattr(games_runner, "build_config", lambda **kw: None)
-    monkeypatch.setattr(games_runner, "print_results", lambda summary, console: None)
-    assert games_runner.games_command() == 3
-
-
 class AnswersOne:
     """Answers every problem with 1; counts what it is sent."""
 
