@@ -418,3 +418,37 @@ def test_links_survive_a_page_name_with_url_characters(runs, tmp_path):
     assert all((tmp_path / unquote(h)).is_file() for h in hrefs)
     sample = (tmp_path / unquote(hrefs[0])).read_text()
     assert 'href="../../my%20report%231.html#grid"' in sample
+
+
+def test_debate_dynamics_leave_scorer_failures_out_instead_of_counting_them_wrong(monkeypatch):
+    """A scorer error is no wrong answer: an answer the scorer fails on is left out of the
+    per-round rates and of the changes of mind, and counted as unscored."""
+    from types import SimpleNamespace
+
+    import mars_eval.tasks as tasks
+    from mars_eval.tasks.base import ScorerError
+
+    real = tasks.make_task("arith")
+
+    class Flaky:
+        name = real.name
+
+        def canonical(self, answer):
+            return answer
+
+        def extract(self, text):
+            return text
+
+        def score(self, answer, gold):
+            if answer == "7":
+                raise ScorerError("timed out")
+            return answer == gold
+
+    monkeypatch.setattr(tasks, "make_task", lambda name: Flaky())
+    rec = {"gold": "4", "details": {"answers_by_round": [["4", "7", "5"], ["4", "7", "7"]]}}
+    cell = SimpleNamespace(task="arith", system="debate", run=SimpleNamespace(records=[rec]), accuracy=1.0)
+    dyn = report_data.debate_dynamics(cell)
+    assert dyn.accuracy_by_round == [1 / 2, 1 / 1]  # "7" is neither right nor wrong
+    assert dyn.scorer_errors == 3
+    assert (dyn.right_to_wrong, dyn.wrong_to_right, dyn.changed) == (0, 0, 1)  # 5 -> 7: no verdict
+    assert dyn.final_by_round == [1.0, None]  # round 2's majority, "7", could not be scored

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mars_eval.analysis import stats
-from mars_eval.analysis.tables import SYSTEM_ORDER, Comparison, MasCell, cell_pairs
+from mars_eval.analysis.tables import SYSTEM_ORDER, MasCell, cell_pairs
 from mars_eval.run.rundirs import RunDir
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ class Dynamics:
     tokens_per_sample: float
     accuracy_per_1k_tokens: float | None
     rounds_run: Counter = field(default_factory=Counter)
+    scorer_errors: int = 0  # debaters' answers the scorer failed on (left out of the rates above)
 
 
 def debater_answers(rec: dict[str, Any], system: str, task: Task) -> list[list[str | None]]:
@@ -180,18 +181,24 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
 
     task = make_task(cell.task)
     scored = [r for r in cell.run.records if not r.get("error")]
-    cache: dict[tuple[str, str], bool] = {}
+    cache: dict[tuple[str, str], bool | None] = {}
+    unscored = 0  # answers the scorer failed on: left out, as a scorer error is no wrong answer
 
-    def right(answer: str | None, gold: str) -> bool:
+    def right(answer: str | None, gold: str) -> bool | None:
+        """Whether `answer` is right; None when the scorer failed on it."""
         if answer is None:
             return False
         key = (task.canonical(answer), str(gold))
         if key not in cache:
             try:
                 cache[key] = bool(task.score(answer, str(gold)))
-            except Exception:  # a scorer failure here only leaves the answer uncounted
-                cache[key] = False
+            except Exception:  # noqa: BLE001 - any scorer failure leaves the answer unscored
+                cache[key] = None
         return cache[key]
+
+    def add(values: list[float], verdict: bool | None) -> None:
+        if verdict is not None:
+            values.append(float(verdict))
 
     per_round_right: dict[int, list[float]] = defaultdict(list)
     per_round_final: dict[int, list[float]] = defaultdict(list)
@@ -205,12 +212,15 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
         rounds_run[len(answers)] += 1
         gold = str(rec.get("gold"))
         for i, row in enumerate(answers):
-            per_round_right[i].extend(float(right(a, gold)) for a in row)
+            for a in row:
+                verdict = right(a, gold)
+                unscored += verdict is None
+                add(per_round_right[i], verdict)
             keys = [task.canonical(a) if a is not None else None for a in row]
             per_round_agree[i].append(float(len(set(keys)) == 1 and keys[0] is not None))
             top = Counter(k for k in keys if k is not None).most_common(1)
             majority = next((a for a, k in zip(row, keys, strict=True) if top and k == top[0][0]), None)
-            per_round_final[i].append(float(right(majority, gold)))
+            add(per_round_final[i], right(majority, gold))
         first, last = answers[0], answers[-1]
         for a, b in zip(first, last, strict=False):
             debaters += 1
@@ -218,8 +228,9 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
                 (a is None) != (b is None)
             )
             ra, rb = right(a, gold), right(b, gold)
-            r2w += ra and not rb
-            w2r += rb and not ra
+            if ra is not None and rb is not None:  # a change is counted only between scored answers
+                r2w += ra and not rb
+                w2r += rb and not ra
     n = len(scored)
     calls = sum(r.get("calls", 0) for r in scored) / n if n else 0.0
     tokens_all = sum((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) for r in scored)
@@ -239,6 +250,7 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
         tokens,
         (acc / (tokens / 1000)) if acc is not None and tokens else None,
         rounds_run,
+        unscored,
     )
 
 
@@ -353,7 +365,3 @@ def train_curves(run: RunDir) -> dict[str, list[tuple[float, float]]]:
             if isinstance(value, int | float) and math.isfinite(value):
                 curves.setdefault(key, []).append((float(step), float(value)))
     return {k: v for k, v in curves.items() if len(v) >= 2}
-
-
-def comparisons_by_key(comparisons: list[Comparison]) -> dict[tuple[str, str, str], Comparison]:
-    return {(c.model, c.system, c.task): c for c in comparisons}

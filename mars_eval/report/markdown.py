@@ -123,12 +123,17 @@ def dynamics_section(report: Report) -> list[str]:
     rows = []
     for d in map(report_data.debate_dynamics, cells):
         rows.append(
-            [d.cell.task, d.cell.system, d.cell.model, " → ".join(fmt_pct(x) for x in d.accuracy_by_round)]
+            [d.cell.task, d.cell.system, d.cell.model, _by_round(d)]
             + [" → ".join(fmt_pct(x) for x in d.agreement_by_round), f"{d.changed}/{d.debaters}"]
             + [str(d.right_to_wrong), str(d.wrong_to_right), f"{d.calls_per_sample:.2f}"]
             + [f"{d.tokens_per_sample:.0f}", _per_1k(d.accuracy_per_1k_tokens)]
         )
     return _section("Debate dynamics", header, rows)
+
+
+def _by_round(d: report_data.Dynamics) -> str:
+    text = " → ".join(fmt_pct(x) for x in d.accuracy_by_round)
+    return f"{text} ({d.scorer_errors} unscored)" if d.scorer_errors else text
 
 
 def _per_1k(x: float | None) -> str:
