@@ -207,3 +207,19 @@ def test_shown_defaults_are_the_codes_own() -> None:
     assert float(default_of("--request-timeout")) == init["timeout"].default
     assert int(default_of("--max-attempts")) == init["max_attempts"].default
     assert default_of("--concurrency").startswith(f"{DEFAULT_CONCURRENCY} over HTTP")
+
+
+def test_help_lists_every_task_alias_and_system_from_the_registries():
+    """The --task and --system help of `mas` and `suite` is built from the registries, so a task,
+    an alias or a system added there is never missing from --help."""
+    import typer
+
+    from mars_eval.cli.application import app
+    from mars_eval.mas import SYSTEM_NAMES
+    from mars_eval.tasks import TASK_ALIASES, TASK_NAMES
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name in ("mas", "suite"):
+        helps = {p.name: p.help or "" for p in commands[name].params}
+        assert all(t in helps["task"] for t in (*TASK_NAMES, *TASK_ALIASES)), (name, helps["task"])
+        assert all(s in helps["system"] for s in SYSTEM_NAMES), (name, helps["system"])

@@ -44,15 +44,9 @@ CKPT = "the checkpoint's mars_eval.json, else "
 def mas(
     task: Annotated[
         str,
-        typer.Option(
-            help="aime24 (aime), aime25, gpqa-diamond (gpqa), gpqa-diamond-maslab (gpqa-maslab), "
-            "math500, arith"
-        ),
+        typer.Option(help=opt.TASKS_HELP),
     ],
-    system: Annotated[
-        str,
-        typer.Option(help="single, mad, autogen, debate, vote, self-consistency, dylan, agentverse, macnet"),
-    ] = "single",
+    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = "single",
     model: Annotated[
         str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
     ] = None,

@@ -18,4 +18,3 @@ __all__ = [
     "exit_code_of",
     "worst",
 ]
-

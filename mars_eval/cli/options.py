@@ -13,8 +13,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from mars_eval.mas import SYSTEM_NAMES
+from mars_eval.tasks import TASK_ALIASES, TASK_NAMES
+
 if TYPE_CHECKING:
     from mars_eval.run.runner import EvalConfig
+
+
+def _task_list() -> str:
+    """The tasks with their aliases, from the task registry (never a copy that can drift)."""
+    aliases: dict[str, list[str]] = {}
+    for alias, name in TASK_ALIASES.items():
+        aliases.setdefault(name, []).append(alias)
+    return ", ".join(f"{t} ({', '.join(aliases[t])})" if t in aliases else t for t in TASK_NAMES)
+
+
+TASKS_HELP = _task_list()
+SYSTEMS_HELP = ", ".join(SYSTEM_NAMES)
 
 Temperature = Annotated[
     float | None,

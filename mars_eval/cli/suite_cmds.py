@@ -33,14 +33,13 @@ def suite(
     system: Annotated[
         Repeat,
         typer.Option(
-            help="System (repeatable): single, mad, autogen, debate, vote, self-consistency, dylan, "
-            "agentverse, macnet; all: every one", show_default="none; required"
+            help=f"System (repeatable): {opt.SYSTEMS_HELP}; all: every one", show_default="none; required"
         ),
     ] = None,
     task: Annotated[
         Repeat,
         typer.Option(
-            help="Task (repeatable): aime24, aime25, gpqa-diamond, gpqa-diamond-maslab, math500, arith",
+            help=f"Task (repeatable): {opt.TASKS_HELP}",
             show_default="none; required",
         ),
     ] = None,
