@@ -240,7 +240,7 @@ def test_expand_models_orders_checkpoints_by_step(tmp_path):
 def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
     """`games --model A --model B`: every config is built (checked) first, then one run per model,
     and --json lists the runs."""
-    from mars_eval.games import runner as games_runner
+    from mars_eval.run import games_runner
 
     ran = []
 
@@ -252,6 +252,7 @@ def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
             "model": cfg.model,
             "results": [],
             "errors": 1 if cfg.model == "b" else 0,
+            "error_kinds": {"model access": 1} if cfg.model == "b" else {},
             "normalization": "",
         }
 
