@@ -181,7 +181,7 @@ def test_reference_figures_match_the_reference_notes_and_ship_as_package_data():
     from mars_eval.analysis import reference_figures as ref
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert ref.DATA_FILE in project["tool"]["setuptools"]["package-data"]["mars_eval"]
+    assert f"analysis/{ref.DATA_FILE}" in project["tool"]["setuptools"]["package-data"]["mars_eval"]
     assert ref.paper_accuracy("aime", "mad", "Qwen/Qwen3-4B") == 40.0
     assert ref.paper_accuracy("gpqa", "autogen", "Qwen3-4B") == 47.47
     assert ref.paper_accuracy("aime", "mad", "someone/other-model") is None
