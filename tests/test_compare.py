@@ -4,7 +4,6 @@ independent end-to-end check on two runs made against scripted endpoints."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -15,9 +14,11 @@ from tests.support.cli import mas_args, run_cli
 from tests.support.datasets import write_aime_set
 
 
-def mcnemar_by_hand(b: int, c: int) -> float:
-    n = b + c
-    return min(1.0, 2 * sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2**n)
+def mcnemar_score(b: int, c: int) -> float:
+    """McNemar's test without continuity correction: chi-square (c - b)^2 / (b + c), 1 df."""
+    from scipy.stats import chi2
+
+    return float(chi2.sf((c - b) ** 2 / (b + c), 1))
 
 
 def write_run(
@@ -51,13 +52,13 @@ def test_k1_delta_mcnemar_and_left_out(tmp_path):
     assert out["n_paired"] == 19
     assert out["accuracy_a"] == pytest.approx(11 / 19) and out["accuracy_b"] == pytest.approx(15 / 19)
     assert out["delta"] == pytest.approx(4 / 19)
-    assert out["test"] == "mcnemar-exact"
+    assert out["test"] == "mcnemar-score"
     assert (out["right_only_in_a"], out["right_only_in_b"]) == (2, 6)
-    assert out["p_value"] == pytest.approx(mcnemar_by_hand(2, 6))
+    assert out["p_value"] == pytest.approx(mcnemar_score(2, 6))
     assert out["left_out"] == {"only_in_a": 0, "only_in_b": 1, "errored_in_a": 1, "errored_in_b": 0}
     assert {c["problem_id"] for c in out["changed"]} == {"10", "11", *map(str, range(12, 18))}
     assert out["ci_low"] < out["delta"] < out["ci_high"] and out["mde"] > 0
-    assert out["bootstrap_ci_low"] <= out["delta"] <= out["bootstrap_ci_high"]
+    assert out["bootstrap_ci_low"] is None  # binary single samples: Tango's interval, no bootstrap
 
 
 def test_k_samples_pair_by_sample_index(tmp_path):
@@ -68,8 +69,10 @@ def test_k_samples_pair_by_sample_index(tmp_path):
     assert out["n_paired"] == 3 and out["n_pairs"] == 11
     assert out["accuracy_a"] == pytest.approx((2 / 3 + 0 + 1) / 3)
     assert out["accuracy_b"] == pytest.approx((1 + 0.25 + 1) / 3)
-    assert out["test"] == "sign-flip-permutation"
-    assert out["p_value"] == pytest.approx(0.5)  # d = (1/3, 1/4, 0): 2 of 4 sign patterns as extreme
+    assert out["test"] == "sign-flip-midp"
+    # d = (1/3, 1/4, 0): of the 8 sign patterns 4 tie with the observed |sum| (counted half, mid-p)
+    # and none goes beyond it.
+    assert out["p_value"] == pytest.approx((0 + 4 / 2) / 8)
 
 
 def test_warnings_for_config_differences(tmp_path, capsys):
@@ -82,7 +85,8 @@ def test_warnings_for_config_differences(tmp_path, capsys):
     assert any("params.temperature" in w for w in warnings)
     out = json.loads(cap.out.strip().splitlines()[-1])
     assert {"a", "b", "n_paired", "accuracy_a", "accuracy_b", "delta", "se", "ci_low", "ci_high"} <= set(out)
-    assert out["p_value"] == 1.0 and out["test"] == "mcnemar-exact" and len(out["warnings"]) == 2
+    assert out["p_value"] == pytest.approx(mcnemar_score(0, 1)) and out["test"] == "mcnemar-score"
+    assert len(out["warnings"]) == 2
 
 
 def test_warns_when_k_differs(tmp_path):
@@ -140,14 +144,14 @@ def test_games_pair_by_episode_seed(tmp_path):
     assert row["delta_normalized"] == pytest.approx(row["delta_return"] * 50)  # [-1, 1] -> [0, 100]
     # Wins: A on 0, 4, 7; B on 0, 1, 3, 4, 5, 7, 8: discordant 0 vs 4.
     assert row["win_rate_a"] == pytest.approx(0.3) and row["win_rate_b"] == pytest.approx(0.7)
-    assert row["win_p_value"] == pytest.approx(mcnemar_by_hand(0, 4))
-    assert row["test"] == "sign-flip-permutation"
+    assert row["win_p_value"] == pytest.approx(mcnemar_score(0, 4))
+    assert row["test"] == "sign-flip-midp"
 
 
 @pytest.mark.slow
 def test_end_to_end_two_scripted_runs(tmp_path, scripted_server):
     """Two models on 20 AIME-like problems: A wrong on 0..7, B wrong on 0, 1 and 10. B gains 2..7
-    (6 problems) and loses 10 (1): delta = (17 - 12) / 20 = 0.25, McNemar p = 2 (1 + 7) / 2^7."""
+    (6 problems) and loses 10 (1): delta = (17 - 12) / 20 = 0.25, McNemar chi-square 25 / 7."""
     runs = {}
     for model, wrong in (("base-model", range(8)), ("trained-model", [0, 1, 10])):
         data = write_aime_set(tmp_path / f"{model}.jsonl", n=20, wrong=wrong)
@@ -167,7 +171,7 @@ def test_end_to_end_two_scripted_runs(tmp_path, scripted_server):
     assert out["n_paired"] == 20 and out["accuracy_a"] == pytest.approx(0.6)
     assert out["accuracy_b"] == pytest.approx(0.85)
     assert out["delta"] == pytest.approx(0.25)
-    assert out["p_value"] == pytest.approx(2 * (1 + 7) / 2**7) and out["test"] == "mcnemar-exact"
+    assert out["p_value"] == pytest.approx(mcnemar_score(1, 6)) and out["test"] == "mcnemar-score"
     assert out["ci_low"] <= 0.25 <= out["ci_high"]
     assert "detectable" in res.stdout and "problems that changed (7)" in res.stdout
     # data_files differ between the two runs (one file per scripted model): one warning line.
@@ -183,6 +187,7 @@ def test_reference_figures_match_the_reference_notes_and_ship_as_package_data():
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert f"analysis/{ref.DATA_FILE}" in project["tool"]["setuptools"]["package-data"]["mars_eval"]
     assert ref.paper_accuracy("aime", "mad", "Qwen/Qwen3-4B") == 40.0
+    assert ref.paper_accuracy("aime", "single", "Qwen/Qwen3-4B") == 36.67  # printed 36.70: not k/30
     assert ref.paper_accuracy("gpqa", "autogen", "Qwen3-4B") == 47.47
     assert ref.paper_accuracy("aime", "mad", "someone/other-model") is None
     assert ref.paper_label(ref.paper_accuracy("aime24", "mad", "qwen3-4b")) == "paper 40.00"
@@ -197,6 +202,9 @@ def test_reference_figures_match_the_reference_notes_and_ship_as_package_data():
     )
     assert len(rows) == 5
     for system, model, aime, gpqa in rows:
+        if aime == "36.70":  # as printed; the notes say 11/30 = 36.67
+            assert "11/30 is 36.67" in notes.read_text()
+            aime = "36.67"
         assert ref.paper_accuracy("aime24", systems[system], models[model]) == float(aime)
         assert ref.paper_accuracy("gpqa-diamond", systems[system], models[model]) == float(gpqa)
 

@@ -3,6 +3,7 @@ it in real headless Chromium (no console errors, tables, plots, a transcript pag
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -35,7 +36,9 @@ def test_report_numbers(runs):
     # mad: trained is wrong on problems 2 and 3 where base is right: delta -2/6, McNemar b=2, c=0.
     mad = comps[("trained-model", "mad")]
     assert mad.delta == pytest.approx(-2 / 6) and mad.b_only_a == 2 and mad.c_only_b == 0
-    assert mad.p_value == pytest.approx(0.5)
+    assert mad.p_value == pytest.approx(math.erfc(math.sqrt(2) / math.sqrt(2)))  # McNemar z = 2 / sqrt(2)
+    rows = report.comparison_rows()  # Holm across the table's rows: never below the raw p-value
+    assert all(r["p_holm"] >= r["r"].p_value for r in rows) and len(rows) == len(report.comparisons)
     assert comps[("trained-model", "single")].n_paired == N - 1  # the errored problem is not paired
     series = {(s.system, s.task): s for s in checkpoint_series(report.cells)}
     points = series[("single", "arith")].points
@@ -56,6 +59,9 @@ def test_markdown_report(runs, tmp_path):
     assert "## Accuracy over training steps: single · arith (runs/train)" in text
     assert "| 20 | runs/train/checkpoints/step-20 | 100.0 [" in text and "| +66.7 |" in text
     assert "## Debate dynamics" in text and "## Data quality" in text and "letters predicted" in text
+    # significance says which test, with Holm-adjusted p-values; paper figures name their source
+    assert "p (Holm)" in text and "McNemar (score, no continuity correction)" in text
+    assert "MARSHAL project page" in text and "MARS abstract, arXiv v1" in text
 
 
 def test_bad_input_exit_2(tmp_path):

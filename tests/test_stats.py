@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
 
-from mars_eval.analysis import stats
+from mars_eval.analysis import power, stats
 
 Z975 = 1.959963984540054  # the standard normal 97.5% quantile
 T29_975 = 2.045229642132703  # Student t, 29 degrees of freedom, 97.5% quantile
@@ -33,17 +34,19 @@ def test_mcnemar_known_values():
     assert stats.mcnemar_exact(3, 10) == pytest.approx(2 * 378 / 8192)
 
 
-def test_sign_flip_is_exact_enumeration():
+def test_sign_flip_is_exact_mid_p_enumeration():
     d = np.array([0.5, 0.25, -0.25, 0.75, 0.5, 0.0, 1.0, -0.5])
     obs = abs(d.mean())
     flips = [abs((d * np.array(s)).mean()) for s in itertools.product((1, -1), repeat=d.size)]
-    expected = sum(f >= obs - 1e-12 for f in flips) / len(flips)
-    assert stats.sign_flip_test(d) == pytest.approx(expected, abs=1e-12)
+    more = sum(f > obs + 1e-12 for f in flips)
+    ties = sum(abs(f - obs) <= 1e-12 for f in flips)
+    assert stats.sign_flip_test(d) == pytest.approx((more + ties / 2) / len(flips), abs=1e-12)
 
 
-def test_sign_flip_on_binary_pairs_equals_mcnemar():
+def test_sign_flip_on_binary_pairs_is_mid_p_mcnemar():
     d = [1, 1, 1, -1, 1, 0, 1, 0, 0]  # b = 1, c = 5 discordant problems
-    assert stats.sign_flip_test(d) == pytest.approx(stats.mcnemar_exact(1, 5))
+    # mid-p: twice P(X < 1) + P(X = 1) / 2 for X ~ Binomial(6, 1/2)
+    assert stats.sign_flip_test(d) == pytest.approx(2 * (1 + 6 / 2) / 2**6)
 
 
 def test_wilson_formula():
@@ -57,27 +60,32 @@ def test_wilson_formula():
     assert stats.wilson(0, 20).low == 0 and stats.wilson(20, 20).high == pytest.approx(1.0)
 
 
-def test_cluster_ci_uses_problem_means_and_t():
-    # 30 problems, 4 samples each: the interval depends only on the per-problem means.
+def _wilson_t(p: float, n: float, q: float = T29_975) -> tuple[float, float]:
+    centre = (p + q**2 / (2 * n)) / (1 + q**2 / n)
+    half = q / (1 + q**2 / n) * math.sqrt(p * (1 - p) / n + q**2 / (4 * n**2))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def test_cluster_ci_is_wilson_at_the_clustered_effective_size():
+    # 30 problems, 4 samples each: SE from the per-problem means, n_eff = p (1 - p) / SE^2.
     rng = np.random.default_rng(1)
-    samples = rng.integers(0, 2, size=(30, 4)).astype(float)
+    samples = (rng.random((30, 4)) < rng.random(30)[:, None]).astype(float)
     means = samples.mean(axis=1)
     ci = stats.cluster_ci([list(row) for row in samples])
-    se = means.std(ddof=1) / math.sqrt(30)
-    assert ci.estimate == pytest.approx(means.mean())
-    assert ci.se == pytest.approx(se)
-    assert ci.low == pytest.approx(max(0.0, means.mean() - T29_975 * se))
-    assert ci.high == pytest.approx(min(1.0, means.mean() + T29_975 * se))
-    # Per-problem means give the same interval as the samples.
-    assert stats.cluster_ci(list(means)) == ci
+    p, se = means.mean(), means.std(ddof=1) / math.sqrt(30)
+    assert ci.estimate == pytest.approx(p) and ci.se == pytest.approx(se)
+    n_eff = min(120, p * (1 - p) / se**2)
+    assert (ci.low, ci.high) == pytest.approx(_wilson_t(p, n_eff))
+    # Per-problem means alone count one sample each: n_eff is capped at 30, not 120.
+    assert stats.cluster_ci(list(means)).high - stats.cluster_ci(list(means)).low >= ci.high - ci.low
 
 
-def test_cluster_ci_clips_and_handles_one_problem():
-    half = stats.cluster_ci([[1.0, 0.0]] * 5)  # all problems at 0.5: no spread, a point
-    assert (half.low, half.high) == (0.5, 0.5)
+def test_cluster_ci_degenerate_cases_are_not_points():
+    half = stats.cluster_ci([[1.0, 0.0]] * 5)  # all problems at 1 of 2: the 10 samples decide
+    assert (half.low, half.high) == pytest.approx(_wilson_t(0.5, 10, 2.776445105197793))
     # All wrong: not the point [0, 0] but the Wilson interval over the 30 problems.
     zero = stats.cluster_ci([[0.0, 0.0]] * 30)
-    assert zero.low == 0.0 and zero.high == pytest.approx(stats.wilson(0, 30).high) and zero.high > 0.1
+    assert zero.low == 0.0 and zero.high == pytest.approx(_wilson_t(0.0, 30)[1]) and zero.high > 0.1
     one = stats.cluster_ci([[1.0, 0.0]])
     assert (one.low, one.high, one.se) == (0.0, 1.0, None)
 
@@ -95,25 +103,26 @@ def test_paired_compare_binary_single_samples():
     right_b = [1] * 10 + [0, 0] + [1] * 7 + [0]  # B loses 10 and 11, gains 12..18
     pairs = {str(i): [(float(a), float(b))] for i, (a, b) in enumerate(zip(right_a, right_b, strict=True))}
     res = stats.paired_compare(pairs)
-    assert res.test == "mcnemar-exact"
+    assert res.test == "mcnemar-score"
     assert (res.b_only_a, res.c_only_b) == (2, 7)
     assert res.delta == pytest.approx((17 - 12) / 20)
-    assert res.p_value == pytest.approx(mcnemar_by_hand(2, 7))
+    z = 5 / math.sqrt(9)  # McNemar's statistic (c - b) / sqrt(b + c), no continuity correction
+    assert res.p_value == pytest.approx(2 * (1 - NormalDist().cdf(z)))
     d = np.array(right_b, float) - np.array(right_a, float)
     assert res.se == pytest.approx(d.std(ddof=1) / math.sqrt(20))
     assert res.ci_low < res.delta < res.ci_high
-    assert res.mde == pytest.approx(stats.z_sum() * res.se)
+    assert res.mde > 2.9 * res.se  # exact McNemar power on 20 problems: more than the normal 2.80 SE
     assert set(res.diffs) == {"10", "11", *map(str, range(12, 19))}
 
 
 def test_paired_compare_k_samples_uses_problem_means():
     pairs = {"p1": [(1, 1), (0, 1)], "p2": [(0, 0), (0, 1)], "p3": [(1, 1), (1, 1)], "p4": [(0, 1), (0, 1)]}
     res = stats.paired_compare(pairs)
-    assert res.test == "sign-flip-permutation"
+    assert res.test == "sign-flip-midp"
     assert res.accuracy_a == pytest.approx((0.5 + 0 + 1 + 0) / 4)
     assert res.accuracy_b == pytest.approx((1 + 0.5 + 1 + 1) / 4)
-    # d = (0.5, 0.5, 0, 1): sign flips of the three non-zero values, |mean| >= 0.5 in 2 of 8.
-    assert res.p_value == pytest.approx(0.25)
+    # d = (0.5, 0.5, 0, 1): of the 16 sign patterns, |sum| = 2 (the observed) in 4, larger in none.
+    assert res.p_value == pytest.approx(4 / 2 / 16)
 
 
 def test_identical_runs_have_no_detectable_effect_rather_than_zero():
@@ -121,32 +130,41 @@ def test_identical_runs_have_no_detectable_effect_rather_than_zero():
     same = stats.paired_compare({str(i): [(i % 2, i % 2)] for i in range(10)})
     assert same.se == 0 and same.mde is None and same.p_value == 1.0
     shifted = stats.paired_compare({str(i): [(0, 1)] for i in range(10)})
-    assert shifted.delta == 1 and shifted.mde is None and shifted.p_value == pytest.approx(2 / 2**10)
+    assert (
+        shifted.delta == 1
+        and shifted.mde is None
+        and shifted.p_value == pytest.approx(2 * (1 - NormalDist().cdf(math.sqrt(10))))
+    )
 
 
-def test_z_sum_and_mde():
-    assert stats.z_sum() == pytest.approx(1.959964 + 0.841621, abs=1e-5)
-    assert stats.mde(0.1) == pytest.approx(0.2801585, abs=1e-6)
+def test_t_power_and_mde():
+    from scipy import stats as st
+
+    # noncentral t with 29 degrees of freedom, by its own distribution function
+    crit = st.t.ppf(0.975, 29)
+    ncp = 0.3 * math.sqrt(30) / 0.6
+    expected = st.nct.sf(crit, 29, ncp) + st.nct.cdf(-crit, 29, ncp)
+    assert power.t_power(0.3, 0.6, 30) == pytest.approx(expected)
+    assert power.t_power(power.t_mde(0.6, 30), 0.6, 30) == pytest.approx(0.8, abs=1e-6)
 
 
 def test_plan_formulas():
-    vc = stats.assumed_components(0.4, 0.5, 30)
+    vc = power.assumed_components(0.4, 0.5, 30)
     assert vc.between + vc.within == pytest.approx(0.24)
-    # K = 1, uncorrelated systems: Var(d) = 2 p (1 - p) whatever the split.
-    assert stats.plan_mde(vc, 30, 1) == pytest.approx(stats.z_sum() * math.sqrt(2 * 0.24 / 30))
-    k = stats.samples_needed(vc, 198, 0.06, correlation=0.8)
+    pv = power.from_one_system(vc, 0.8)
+    k = power.samples_needed(pv, 198, 0.06)
     assert k is not None and k > 1
-    assert stats.plan_mde(vc, 198, k, 0.8) <= 0.06 < stats.plan_mde(vc, 198, k - 1, 0.8)
-    assert stats.samples_needed(vc, 30, 0.0667) is None  # the between-problem part alone is too big
-    n = stats.problems_needed(vc, 4, 0.1)
-    assert stats.plan_mde(vc, n, 4) <= 0.1 < stats.plan_mde(vc, n - 1, 4)
+    assert power.detectable(pv, 198, k) <= 0.06 < power.detectable(pv, 198, k - 1)
+    assert power.samples_needed(power.from_one_system(vc, 0.0), 30, 0.0667) is None  # between part too big
+    n = power.problems_needed(pv, 4, 0.1)
+    assert power.detectable(pv, n, 4) <= 0.1 < power.detectable(pv, n - 1, 4)
 
 
 def test_measured_components_recover_simulated_variances():
     rng = np.random.default_rng(7)
     x = rng.beta(0.6, 0.6, size=4000)  # problems' true accuracies: between variance Var(x)
     scores = (rng.random((4000, 8)) < x[:, None]).astype(float)
-    vc = stats.measured_components([list(r) for r in scores], between_share=0.5)
+    vc = power.measured_components([list(r) for r in scores], between_share=0.5)
     assert vc.measured
     assert vc.between == pytest.approx(x.var(), rel=0.08)
     assert vc.within == pytest.approx(np.mean(x * (1 - x)), rel=0.05)
@@ -173,16 +191,15 @@ def test_t_interval_coverage_close_to_95():
     assert 0.93 <= hits / reps <= 0.97  # binomial SE of the coverage is 0.005
 
 
-def test_paired_compare_intervals_cover_the_truth():
+@pytest.mark.parametrize("k", [1, 4])
+def test_paired_compare_intervals_cover_the_truth(k):
     rng = np.random.default_rng(11)
-    reps, t_hits, boot_hits = 300, 0, 0
+    reps, hits = 300, 0
     for _ in range(reps):
-        pairs, truth = _simulate_pairs(rng, 30, 1)
-        res = stats.paired_compare(pairs, bootstrap_resamples=2000, permutation_resamples=200)
-        t_hits += res.ci_low <= truth <= res.ci_high
-        boot_hits += res.bootstrap_low <= truth <= res.bootstrap_high
-    assert 0.90 <= t_hits / reps <= 0.99  # SE of a 95% coverage over 300 runs: 0.013
-    assert 0.89 <= boot_hits / reps <= 0.99  # the percentile bootstrap runs a little narrow
+        pairs, truth = _simulate_pairs(rng, 30, k)
+        res = stats.paired_compare(pairs, bootstrap_resamples=0, permutation_resamples=1000, detectable=False)
+        hits += res.ci_low <= truth <= res.ci_high
+    assert 0.90 <= hits / reps <= 0.99  # SE of a 95% coverage over 300 runs: 0.013
 
 
 def test_accuracy_metrics_carry_the_clustered_interval():
@@ -195,6 +212,6 @@ def test_accuracy_metrics_carry_the_clustered_interval():
     ]
     recs.append({"problem_id": "e", "sample": 0, "correct": None, "error": "model access: x"})
     out = accuracy_metrics(recs, 2)
-    ci = stats.cluster_ci([1.0, 0.5, 0.0, 1.0])  # problem e (errored only) is left out
+    ci = stats.cluster_ci([[1, 1], [0, 1], [0, 0], [1, 1]])  # problem e (errored only) is left out
     assert (out["ci_low"], out["ci_high"]) == (ci.low, ci.high)
     assert out["accuracy"] == pytest.approx(0.625) and out["stderr"] == pytest.approx(ci.se)

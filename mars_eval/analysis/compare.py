@@ -3,13 +3,16 @@
 mas runs pair by (problem id, sample index): a sample counts only when it was scored (finished
 without error) in both runs; the rest is left out and counted. With K samples per problem the
 unit is the problem's mean over its paired samples, so every problem weighs the same (avg@K).
-The statistics (paired SE, t and bootstrap intervals, exact McNemar or sign-flip permutation
-test, detectable effect) are stats.paired_compare's; its docstring has the formulas.
+The statistics (paired SE, the test, the interval that inverts it, detectable effect) are
+stats.paired_compare's; its docstring has the formulas. The verdict names its test: McNemar's
+score test for one binary sample per problem, else the sign-flip permutation test, and the 95%
+interval shown is the one that test does not reject, so the two never disagree. With fewer than
+2 paired problems there is no test: p = 1 and a one-line note.
 
 games runs pair episodes by (game, opponent, seat, episode seed): the same seed deals the same
 cards and seeds the same opponent, so the two agents faced the same situations. Each (game,
 opponent, seat) row compares mean return (sign-flip test), normalized return (the same
-difference rescaled by the game's normalization) and win rate (exact McNemar).
+difference rescaled by the game's normalization) and win rate (McNemar).
 
 The two runs may differ in the model only; any other difference in their config (task options,
 system options, sampling, seed, data) is reported as one warning line on stderr. Runs of
@@ -30,7 +33,14 @@ from rich.console import Console
 from rich.table import Table
 
 from mars_eval.analysis import reference_figures as ref
-from mars_eval.analysis.stats import ALPHA, POWER, PairedResult, format_interval, paired_compare
+from mars_eval.analysis.stats import (
+    ALPHA,
+    POWER,
+    TEST_NAMES,
+    PairedResult,
+    format_interval,
+    paired_compare,
+)
 from mars_eval.analysis.tables import problem_key
 from mars_eval.models.base import ConfigError
 from mars_eval.run.store import RunStore
@@ -191,6 +201,8 @@ def _result_fields(res: PairedResult) -> dict[str, Any]:
         "bootstrap_ci_high": res.bootstrap_high,
         "p_value": res.p_value,
         "test": res.test,
+        "test_name": res.test_name,
+        "note": res.note,
         "mde": res.mde,
         "right_only_in_a": res.b_only_a,
         "right_only_in_b": res.c_only_b,
@@ -212,15 +224,16 @@ def print_mas(out: dict[str, Any], console: Console) -> None:
             ref.paper_label(paper),
         )
     console.print(runs)
+    if out["paper_a"] is not None or out["paper_b"] is not None:
+        console.print(f"paper: {ref.source_label('mas')}")
     table = Table(show_header=True, title_justify="left")
     table.add_column("B - A")
     table.add_column("value", justify="right")
     table.add_row("problems paired (samples)", f"{out['n_paired']} ({out['n_pairs']})")
     table.add_row("delta", f"[bold]{_pts(out['delta'])}[/bold] ± {_pts(out['se'], sign=False)} (paired SE)")
-    table.add_row("95% CI (t)", _ci(out["ci_low"], out["ci_high"]))
-    table.add_row("95% CI (paired bootstrap)", _ci(out["bootstrap_ci_low"], out["bootstrap_ci_high"]))
-    table.add_row(f"p-value ({out['test']})", f"{out['p_value']:.4g}")
-    if out["test"] == "mcnemar-exact":
+    table.add_row("95% interval (the test's)", _ci(out["ci_low"], out["ci_high"]))
+    table.add_row(f"p-value ({out['test_name']})", f"{out['p_value']:.4g}")
+    if out["test"] == "mcnemar-score":
         table.add_row("right only in A / only in B", f"{out['right_only_in_a']} / {out['right_only_in_b']}")
     table.add_row(f"detectable effect (α {ALPHA}, power {POWER:.0%})", _pts(out["mde"], sign=False))
     left = out["left_out"]
@@ -240,7 +253,9 @@ def print_mas(out: dict[str, Any], console: Console) -> None:
         console.print(ch)
         if len(changed) > CHANGED_SHOWN:
             console.print(f"... and {len(changed) - CHANGED_SHOWN} more (all in --json)")
-    console.print(_verdict(out["delta"], out["p_value"], out["mde"]))
+    if out["note"]:
+        console.print(f"note: {out['note']}")
+    console.print(_verdict(out["delta"], out["p_value"], out["mde"], out["test"]))
 
 
 def _score(mean: float, k: int) -> str:
@@ -259,9 +274,11 @@ def _ci(lo: float | None, hi: float | None) -> str:
     return "-" if lo is None or hi is None else f"[{lo * 100:+.2f}, {hi * 100:+.2f}] pts"
 
 
-def _verdict(delta: float, p: float, detectable: float | None) -> str:
+def _verdict(delta: float, p: float, detectable: float | None, test: str) -> str:
+    if test == "none":
+        return f"B - A = {delta * 100:+.2f} pts on fewer than 2 paired problems: no test"
     sig = "significant" if p < ALPHA else "not significant"
-    text = f"B - A = {delta * 100:+.2f} pts, {sig} at α {ALPHA} (p = {p:.3g})"
+    text = f"B - A = {delta * 100:+.2f} pts, {sig} at α {ALPHA} ({TEST_NAMES[test]} test, p = {p:.3g})"
     if detectable is not None:
         text += f"; this pair can detect about ±{detectable * 100:.1f} pts with {POWER:.0%} power"
     return text
@@ -303,7 +320,8 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
             ]
             for s, ra, rb in eps
         }
-        r = paired_compare(returns, seed=seed)
+        span = game.max_return - game.min_return  # the largest difference two returns can show
+        r = paired_compare(returns, seed=seed, span=span)
         w = None if game.cooperative else paired_compare(wins, seed=seed)  # Hanabi has no winner
         slope = game.normalize(1.0) - game.normalize(0.0)  # normalization is affine in the mean
         rows.append(
@@ -320,6 +338,7 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
                 "ci_high": r.ci_high,
                 "p_value": r.p_value,
                 "test": r.test,
+                "note": r.note,
                 "normalized_a": game.normalize(r.accuracy_a),
                 "normalized_b": game.normalize(r.accuracy_b),
                 "delta_normalized": r.delta * slope,
@@ -332,6 +351,7 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
                 "win_ci_high": w and w.ci_high,
                 "win_p_value": w and w.p_value,
                 "win_test": w and w.test,
+                "win_note": w and w.note,
                 "paper_a": ref.paper_game_return(g, seat, a.model),
                 "paper_b": ref.paper_game_return(g, seat, b.model),
             }
@@ -372,8 +392,15 @@ def print_games(out: dict[str, Any], console: Console) -> None:
             *(_win_cells(r) if r["win_rate_a"] is not None else ("-",) * 3),
         )
     console.print(table)
+    console.print(
+        f"tests: mean return {TEST_NAMES['sign-flip-midp']}, win rate {TEST_NAMES['mcnemar-score']}; "
+        "each 95% interval is the set of differences its test does not reject"
+    )
+    for r in out["rows"]:
+        for note in dict.fromkeys(n for n in (r["note"], r["win_note"]) if n):
+            console.print(f"note: {escape(r['game'])} {escape(r['opponent'])} {escape(r['seat'])}: {note}")
     if any(r["paper_a"] is not None or r["paper_b"] is not None for r in out["rows"]):
-        console.print(f"paper figures: {ref.reference_data()['games']['note']}")
+        console.print(f"paper figures ({ref.source_label('games')}): {ref.reference_data()['games']['note']}")
     left = out["left_out"]
     console.print(
         f"left out: {left['only_in_a']} / {left['only_in_b']} episodes only in A / B, "

@@ -1,9 +1,13 @@
 """The paper's headline figures, shipped with the package, to print beside ours ("paper 40.00").
 
 The data file `reference_figures.json` (package data) holds MARSHAL's headline tables as
-recorded in the project's reference notes, with their source: multi-agent accuracy on AIME 2024
-and GPQA-Diamond (single sample per problem) and normalized game returns (first / second mover,
-Hanabi in self-play). It also gives the benchmarks' sizes, which `plan` uses.
+recorded in the project's reference notes: multi-agent accuracy on AIME 2024 and GPQA-Diamond
+(single sample per problem) and normalized game returns (first / second mover, Hanabi in
+self-play). Each table names its source and version (`sources`): the accuracy table is the
+later MARSHAL project page's; the original (v1) abstract's gains are kept apart as claims,
+because that table does not reproduce all of them (GPQA-Diamond). A figure printed as something
+no share of the problems can be (AIME 36.70 of 30 problems) is stored as the nearest share with
+the printed text beside it. It also gives the benchmarks' sizes, which `plan` uses.
 
 A run is matched to a paper row by task, system and model; the model matches when the last
 part of its name (a hub id or a checkpoint folder), lower-cased, is one of the row model's
@@ -32,6 +36,21 @@ def reference_data() -> dict[str, Any]:
 
 def source() -> str:
     return str(reference_data()["source"])
+
+
+def source_label(section: str) -> str:
+    """Source and version of a table ("mas", "games") or of the claims ("claims")."""
+    data = reference_data()
+    return str(data["sources"][data[section]["source"]]["label"])
+
+
+def claims(task: str | None = None) -> list[dict[str, Any]]:
+    """The original abstract's claimed gains (in %), all or those of one task; each with the
+    claim's text and source label."""
+    data = reference_data()["claims"]
+    label = source_label("claims")
+    key = canonical_task(task) if task else None
+    return [{**c, "source": label} for c in data["rows"] if key is None or c["task"] == key]
 
 
 def canonical_task(task: str) -> str:
@@ -84,7 +103,15 @@ def paper_gains(task: str) -> list[dict[str, Any]]:
     for system, figures in by_system.items():
         base, trained = figures.get("Qwen3-4B"), figures.get("MARSHAL generalist")
         if base is not None and trained is not None:
-            gains.append({"system": system, "base": base, "trained": trained, "gain": trained - base})
+            gains.append(
+                {
+                    "system": system,
+                    "base": base,
+                    "trained": trained,
+                    "gain": trained - base,
+                    "source": source_label("mas"),
+                }
+            )
     return gains
 
 

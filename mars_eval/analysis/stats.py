@@ -1,64 +1,35 @@
-"""The statistics of mars-eval: intervals, paired comparisons and sample-size planning.
+"""The paired comparison of mars-eval: tests, the intervals that invert them, and the bootstrap.
 
-Everything a table, `compare`, `plan` or a report states about uncertainty comes from here, so
-the formulas are written down once. Source for the clustered and paired analysis: E. Miller,
-"Adding Error Bars to Evals: A Statistical Approach to Language Model Evaluations" (2024),
-arXiv:2411.00640 (below "Miller"). Distributions, tests and resampling are scipy.stats's.
+Everything `compare`, the suite's and the report's comparisons state about a difference comes
+from here. Source for the paired analysis: E. Miller, "Adding Error Bars to Evals: A Statistical
+Approach to Language Model Evaluations" (2024), arXiv:2411.00640. The one-run intervals (avg@K,
+rates, mean returns) are in mars_eval.run.intervals and re-exported here; power and planning are
+in analysis.power.
 
-Notation: n problems (clusters); problem i has K_i scored samples s_{i,1..K_i} in [0, 1]
-(correct = 1), m_i = mean_k s_{i,k} its mean; the accuracy is avg@K = (1/n) sum_i m_i.
+Two runs over the same problems: d_i = m_i(B) - m_i(A), m_i a problem's mean over the samples
+scored in both runs (so every problem weighs the same, as avg@K); delta = mean(d), paired
+SE = std(d, ddof=1) / sqrt(n), None with fewer than 2 problems.
 
-Clustered interval (Miller, "clustered standard errors"). The K samples of a problem
-are not independent (the problem's difficulty is shared), so the unit of sampling is the
-problem. Miller's clustered variance sum_c (sum_k (s_{c,k} - s_bar))^2 / N^2 (N = n K samples)
-equals (1/n^2) sum_i (m_i - s_bar)^2 when every problem has K samples, i.e. the variance of
-the mean of the per-problem means. We use it with the small-sample correction n/(n-1):
+One coherent answer: the interval shown is the set of differences the test shown does not
+reject, so "0 outside the 95% interval" and "p < 0.05" always agree.
 
-    SE = std(m_1..m_n, ddof=1) / sqrt(n)         CI = mean(m) +- t_{n-1, 1-alpha/2} SE
+- One binary sample per problem: McNemar's test (score form, no continuity correction) and
+  Tango's score interval, which inverts it (analysis.mcnemar). With no discordant problem,
+  p = 1 and the interval is the Wilson bound of an unseen discordance rate, [-w, w], not the
+  point 0.
+- Otherwise (K > 1, or returns): the mid-p sign-flip permutation test of mean(d) and the
+  interval that inverts it (SignFlip). When every d_i is the same value c there is no spread to
+  measure: the interval is c +- w (same w).
+- Fewer than 2 paired problems: no test (p = 1, a note says so) and no interval.
 
-Student's t instead of Miller's z = 1.96: with AIME's 30 problems it is the better-covering
-choice (the quantile is 2.045), and it tends to z for large n. The interval is clipped to the
-range of the scores ([0, 1] for accuracy). When every problem scores 1 (or every problem 0)
-the SE is 0 and the t interval a point; then the Wilson interval over the n problems is used.
-
-Paired differences (Miller, "paired differences"). Two runs over the same problems:
-d_i = m_i(B) - m_i(A) over the samples paired in both runs. Then
-
-    delta = mean(d)     SE = std(d, ddof=1) / sqrt(n) = sqrt((Var m_A + Var m_B - 2 Cov) / n)
-
-which is smaller than the unpaired sqrt(SE_A^2 + SE_B^2) whenever the runs agree on which
-problems are hard. Intervals: delta +- t_{n-1} SE (analytic), and a percentile bootstrap over
-problems (resampling d_i, which resamples the pairs together), seeded.
-
-Tests (two-sided). One binary sample per problem: the exact McNemar test, i.e. the binomial
-test of b against b + c with p = 1/2, where b counts problems right in A and wrong in B and c
-the reverse (concordant pairs carry no information). Otherwise: the paired sign-flip
-permutation test of mean(d) (under H0 each d_i is symmetric about 0), exact when 2^n is at most
-the resample budget. With binary single samples the two coincide.
-
-Power (Miller, "power analysis"). A two-sided level-alpha test with power 1 - beta
-detects an effect of size
-
-    MDE = (z_{1-alpha/2} + z_{1-beta}) * SE          (2.80 SE at alpha 0.05, power 0.8)
-
-and for planning SE^2 = Var(d_i) / n with (Miller's variance of a paired difference of K-sample
-means, ω² between-problem, σ² within-problem variance of one system's scores, ρ the
-correlation of the two systems' per-problem true accuracies):
-
-    Var(d_i) = 2 (1 - ρ) ω² + 2 σ² / K
-
-(2 (1 - ρ) ω² is Miller's variance of the difference of the two systems' per-problem true
-accuracies, written for two systems with the same between-problem variance ω²; σ²/K is each
-run's within-problem sampling variance of a K-sample mean.)
-
-For binary scores at accuracy p, ω² + σ² = p (1 - p). Without a finished run the split
-between ω² and σ² is an assumption (`between_share`); from a run with K >= 2 it is measured:
-σ² = mean_i of the within-problem sample variances (ddof=1), ω² = Var(m_i) - σ²/K.
+Intervals are clipped to the range a difference can take ([-1, 1] for accuracy, +-(payoff
+range) for returns). A percentile bootstrap over problems is also given (JSON only): it is not
+the test's inversion, so it is not shown beside the verdict. Several comparisons in one table:
+`holm` adjusts their p-values (family-wise error rate).
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -66,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from mars_eval.analysis.mcnemar import discordance_bound, mcnemar_test, tango_interval
+from mars_eval.analysis.power import ALPHA, POWER, pair_mde  # noqa: F401 (POWER re-exported)
 from mars_eval.run.intervals import (  # noqa: F401 (re-exported: the statistics in one namespace)
     CONFIDENCE,
     Interval,
@@ -77,16 +50,19 @@ from mars_eval.run.intervals import (  # noqa: F401 (re-exported: the statistics
     wilson,
 )
 
-ALPHA = 0.05
-POWER = 0.8
 BOOTSTRAP_RESAMPLES = 10_000
 PERMUTATION_RESAMPLES = 20_000
 DEFAULT_SEED = 0
+TEST_NAMES = {
+    "mcnemar-score": "McNemar (score, no continuity correction)",
+    "sign-flip-midp": "sign-flip permutation, mid-p",
+    "none": "no test",
+}
+FEW_PAIRED = "fewer than 2 paired problems: no test (p = 1) and no interval"
 
 
 def _scipy_stats() -> Any:
-    """scipy.stats, imported on first use: it costs most of a second, and every `mas` run imports
-    this module through metrics.py."""
+    """scipy.stats, imported on first use: it costs most of a second."""
     from scipy import stats
 
     return stats
@@ -94,35 +70,117 @@ def _scipy_stats() -> Any:
 
 # --- paired comparison ------------------------------------------------------------------------
 def mcnemar_exact(b: int, c: int) -> float:
-    """Exact two-sided McNemar p-value: binomtest(b, b + c, 1/2); 1.0 with no discordant pair."""
+    """Exact two-sided McNemar p-value: binomtest(b, b + c, 1/2); 1.0 with no discordant pair.
+    (The conservative classic, kept for reference; compare runs the mid-p version.)"""
     st = _scipy_stats()
     if b + c == 0:
         return 1.0
     return float(st.binomtest(int(b), int(b + c), 0.5).pvalue)
 
 
+class SignFlip:
+    """The paired sign-flip test of mean(d) and the interval that inverts it.
+
+    Under "no difference" each d_i is symmetric about 0, so flipping its sign does not change
+    the distribution of T = sum_i d_i. The null distribution is all 2^n sign patterns when
+    2^n <= resamples, else `resamples` seeded random patterns (plus the observed one). The
+    p-value is two-sided and mid-p (ties with the observed |T| count half), which keeps the test
+    near its level when many d_i are equal (K samples give d_i in steps of 1/K), as the mid-p
+    McNemar test would for K = 1.
+
+    The interval is {delta0 : the test of d_i - delta0 does not reject}: the same sign patterns
+    for every delta0 (so T and its null are linear in delta0: sum_i s_i (d_i - delta0) =
+    A_s - delta0 B_s), found by bisection from the estimate outwards.
+    """
+
+    def __init__(
+        self, diffs: Sequence[float], resamples: int = PERMUTATION_RESAMPLES, seed: int = DEFAULT_SEED
+    ):
+        d = np.asarray(diffs, dtype=float)
+        self.d, self.n = d, int(d.size)
+        self.total = float(d.sum())
+        self.exact = self.n <= 30 and 2**self.n <= resamples
+        a_parts, b_parts = [], []
+        if self.exact:
+            codes = np.arange(2**self.n, dtype=np.int64)
+            bits = ((codes[:, None] >> np.arange(self.n)) & 1).astype(float)
+            signs = 1 - 2 * bits
+            a_parts.append(signs @ d)
+            b_parts.append(signs.sum(1))
+        else:
+            rng = np.random.default_rng(seed)
+            step = max(1, 2_000_000 // max(self.n, 1))  # about 16 MB of signs at a time
+            left = resamples
+            while left > 0:
+                signs = rng.integers(0, 2, size=(min(step, left), self.n)) * 2.0 - 1.0
+                a_parts.append(signs @ d)
+                b_parts.append(signs.sum(1))
+                left -= signs.shape[0]
+        self.a, self.b = np.concatenate(a_parts), np.concatenate(b_parts)
+        self.tol = 1e-9 * max(1.0, float(np.abs(d).sum()))
+
+    def pvalue(self, delta0: float = 0.0) -> float:
+        obs = abs(self.total - self.n * delta0)
+        if obs <= self.tol:
+            return 1.0  # the estimate itself: nothing to test
+        null = np.abs(self.a - delta0 * self.b)
+        gt = float(np.sum(null > obs + self.tol))
+        eq = float(np.sum(np.abs(null - obs) <= self.tol))
+        if self.exact:
+            return min(1.0, (gt + eq / 2) / self.a.size)
+        return min(1.0, (gt + (eq + 1) / 2) / (self.a.size + 1))  # the observed pattern ties itself
+
+    def interval(self, alpha: float = ALPHA, span: float = 1.0) -> tuple[float, float]:
+        """The deltas the test does not reject at level alpha, within [-span, span]."""
+        est = self.total / self.n
+        ends = []
+        for sign in (-1.0, 1.0):
+            inner, outer = est, est + sign * 2 * span
+            if self.pvalue(outer) > alpha:  # never rejected (few problems): the whole range
+                ends.append(outer)
+                continue
+            for _ in range(50):
+                mid = (inner + outer) / 2
+                if self.pvalue(mid) > alpha:
+                    inner = mid
+                else:
+                    outer = mid
+            ends.append(inner)
+        return max(-span, ends[0]), min(span, ends[1])
+
+
 def sign_flip_test(
     diffs: Sequence[float], resamples: int = PERMUTATION_RESAMPLES, seed: int = DEFAULT_SEED
 ) -> float:
-    """Two-sided paired sign-flip permutation p-value of mean(diffs) (scipy permutation_test).
-
-    Exact (all 2^n sign patterns) when 2^n <= resamples, else a seeded Monte Carlo estimate.
-    """
-    st = _scipy_stats()
+    """Two-sided mid-p sign-flip p-value of mean(diffs); 1.0 when every difference is 0."""
     d = np.asarray(diffs, dtype=float)
     if d.size == 0 or not np.any(d):
         return 1.0
-    res = st.permutation_test(
-        (d,),
-        _mean_last_axis,
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=resamples,
-        batch=_batch(d.size),
-        alternative="two-sided",
-        rng=np.random.default_rng(seed),
-    )
-    return float(min(1.0, res.pvalue))
+    return SignFlip(d, resamples, seed).pvalue()
+
+
+def constant_interval(
+    c: float, n: int, confidence: float = CONFIDENCE, span: float = 1.0
+) -> tuple[float, float]:
+    """Interval for a difference when all n paired units differ by the same c: no spread to
+    estimate, so not a point. c = 0 (the runs agree everywhere): the difference can still be as
+    large as the Wilson bound w of a discordance rate seen 0 times in n, [-w, w]; otherwise the
+    same width around c (in units of span), clipped."""
+    w = discordance_bound(n, confidence) * span
+    return max(-span, c - w), min(span, c + w)
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment (controls the family-wise error rate) of the p-values that are
+    not None; the Nones stay None."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    order = sorted(idx, key=lambda i: pvalues[i])  # type: ignore[arg-type, return-value]
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * float(pvalues[i])))  # type: ignore[arg-type]
+        out[i] = running
+    return out
 
 
 def bootstrap_ci(
@@ -136,8 +194,7 @@ def bootstrap_ci(
     st = _scipy_stats()
     x = np.asarray(values, dtype=float)
     if x.size < 2 or np.all(x == x[0]):
-        v = float(x[0]) if x.size else 0.0
-        return v, v
+        raise ValueError("the bootstrap needs at least two different values")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = st.bootstrap(
@@ -172,16 +229,21 @@ class PairedResult:
     accuracy_b: float
     delta: float  # accuracy_b - accuracy_a
     se: float | None  # paired standard error (None when n_paired < 2)
-    ci_low: float | None  # analytic t interval
+    ci_low: float | None  # the interval that inverts the test (None when n_paired < 2)
     ci_high: float | None
-    bootstrap_low: float | None  # percentile bootstrap over units, seeded
+    bootstrap_low: float | None  # percentile bootstrap over units, seeded (None without spread)
     bootstrap_high: float | None
     p_value: float
-    test: str  # "mcnemar-exact" or "sign-flip-permutation"
+    test: str  # "mcnemar-score", "sign-flip-midp" or "none" (fewer than 2 units)
     mde: float | None  # detectable effect of this pair at ALPHA and POWER
     b_only_a: int = 0  # McNemar's b: units right in A, wrong in B (binary single samples)
     c_only_b: int = 0  # McNemar's c: units wrong in A, right in B
     diffs: dict[str, float] = field(default_factory=dict)  # unit -> d_i, for the units that changed
+    note: str = ""  # one line when the comparison is degenerate (too few units, no spread)
+
+    @property
+    def test_name(self) -> str:
+        return TEST_NAMES.get(self.test, self.test)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -193,12 +255,14 @@ def paired_compare(
     seed: int = DEFAULT_SEED,
     bootstrap_resamples: int = BOOTSTRAP_RESAMPLES,
     permutation_resamples: int = PERMUTATION_RESAMPLES,
+    span: float = 1.0,
+    detectable: bool = True,
 ) -> PairedResult:
-    """Compare B with A. `pairs` maps a unit (problem id) to its paired (score_a, score_b) samples.
-
-    Units are weighted equally (per-unit means, as avg@K); see the module docstring for the
-    formulas and the choice of test.
-    """
+    """Compare B with A. `pairs` maps a unit (problem id) to its paired (score_a, score_b) samples;
+    `span` is the largest difference a unit can show (1 for accuracy, the payoff range for
+    returns). Test and interval as in the module docstring; `bootstrap_resamples` 0 skips the
+    bootstrap and `detectable` False the detectable effect (the simulation in
+    benchmarks/bench_stats.py needs neither)."""
     units = [(u, list(v)) for u, v in pairs.items() if len(v) > 0]
     if not units:
         raise ValueError("no paired samples")
@@ -206,19 +270,35 @@ def paired_compare(
     mb = np.array([np.mean([b for _, b in v]) for _, v in units], dtype=float)
     d = mb - ma
     n = int(d.size)
+    alpha = 1 - confidence
     binary_single = all(len(v) == 1 and v[0][0] in (0, 1) and v[0][1] in (0, 1) for _, v in units)
     b = int(np.sum(d < 0)) if binary_single else 0
     c = int(np.sum(d > 0)) if binary_single else 0
-    if binary_single:
-        p, test = mcnemar_exact(b, c), "mcnemar-exact"
+    se = ci = boot = mde = None
+    note = ""
+    if n < 2:
+        p, test, note = 1.0, "none", FEW_PAIRED
     else:
-        p, test = sign_flip_test(d, permutation_resamples, seed), "sign-flip-permutation"
-    se = ci_low = ci_high = boot_low = boot_high = detectable = None
-    if n >= 2:
-        ci = mean_ci(d, confidence)
-        se, ci_low, ci_high = ci.se, ci.low, ci.high
-        boot_low, boot_high = bootstrap_ci(d, confidence, bootstrap_resamples, seed)
-        detectable = mde(se) if se > 0 else None  # no spread: the detectable effect is unknown
+        se = float(d.std(ddof=1) / np.sqrt(n))
+        if binary_single:
+            p, test = mcnemar_test(b, c), "mcnemar-score"
+            ci = tango_interval(b, c, n, confidence)
+            if b + c == 0:
+                note = "no problem differs: the interval is the bound of an unseen discordance rate"
+        elif np.all(d == d[0]):
+            test = "sign-flip-midp"
+            p = sign_flip_test(d, permutation_resamples, seed)
+            ci = constant_interval(float(d[0]), n, confidence, span)
+            note = "every unit differs by the same amount: the interval is a Wilson-type bound"
+        else:
+            sf = SignFlip(d, permutation_resamples, seed)
+            p, test = sf.pvalue(), "sign-flip-midp"
+            ci = sf.interval(alpha, span)
+            if bootstrap_resamples > 0:
+                boot = bootstrap_ci(d, confidence, bootstrap_resamples, seed)
+        var_d = float(d.var(ddof=1))
+        if detectable and var_d > 0:
+            mde = pair_mde(var_d, n, binary_single)
     return PairedResult(
         n_paired=n,
         n_pairs=sum(len(v) for _, v in units),
@@ -226,119 +306,21 @@ def paired_compare(
         accuracy_b=float(mb.mean()),
         delta=float(d.mean()),
         se=se,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        bootstrap_low=boot_low,
-        bootstrap_high=boot_high,
-        p_value=p,
+        ci_low=_clip(ci[0], span) if ci else None,
+        ci_high=_clip(ci[1], span) if ci else None,
+        bootstrap_low=_clip(boot[0], span) if boot else None,
+        bootstrap_high=_clip(boot[1], span) if boot else None,
+        p_value=float(p),
         test=test,
-        mde=detectable,
+        mde=mde,
         b_only_a=b,
         c_only_b=c,
         diffs={u: float(x) for (u, _), x in zip(units, d, strict=True) if x != 0},
+        note=note,
     )
 
 
-# --- power and planning -----------------------------------------------------------------------
-def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
-    """z_{1-alpha/2} + z_{power}: 1.960 + 0.842 = 2.802 at the defaults."""
-    st = _scipy_stats()
-    return float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
-
-
-def mde(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Minimum detectable effect of a two-sided level-alpha test with the given power at this SE."""
-    return z_sum(alpha, power) * se
-
-
-@dataclass(frozen=True)
-class VarianceComponents:
-    """One system's scores split into between-problem (ω²) and within-problem (σ²) variance."""
-
-    accuracy: float
-    between: float  # ω²: variance of the problems' true accuracies
-    within: float  # σ²: mean variance of one sample's score around its problem's accuracy
-    n_problems: int
-    samples: float  # mean K of the run it was measured on (0 when assumed)
-    measured: bool  # False: split assumed (between_share), not measured
-
-
-def assumed_components(accuracy: float, between_share: float, n_problems: int) -> VarianceComponents:
-    """Binary scores at `accuracy`: ω² + σ² = p(1-p), split by `between_share` (an assumption)."""
-    total = accuracy * (1 - accuracy)
-    return VarianceComponents(
-        accuracy, between_share * total, (1 - between_share) * total, n_problems, 0, False
-    )
-
-
-def measured_components(per_problem: Sequence[Sequence[float]], between_share: float) -> VarianceComponents:
-    """Estimate ω² and σ² from a run's per-problem sample scores (one-way random-effects ANOVA).
-
-    σ² = mean over problems with >= 2 samples of their sample variance (ddof=1);
-    ω² = max(0, Var(m_i) - σ² * mean(1/K_i)). A run with one sample per problem cannot split the
-    two: then the split is `between_share` of the measured total, and `measured` is False.
-    """
-    groups = [np.asarray(p, dtype=float) for p in per_problem if len(p) > 0]
-    if len(groups) < 2:
-        raise ValueError("need at least two problems with scored samples")
-    means = np.array([g.mean() for g in groups])
-    acc = float(means.mean())
-    multi = [g for g in groups if g.size >= 2]
-    k_mean = float(np.mean([g.size for g in groups]))
-    if not multi:
-        total = float(means.var(ddof=1))
-        return VarianceComponents(
-            acc, between_share * total, (1 - between_share) * total, len(groups), k_mean, False
-        )
-    within = float(np.mean([g.var(ddof=1) for g in multi]))
-    inv_k = float(np.mean([1.0 / g.size for g in groups]))
-    between = max(0.0, float(means.var(ddof=1)) - within * inv_k)
-    return VarianceComponents(acc, between, within, len(groups), k_mean, True)
-
-
-def paired_variance(vc: VarianceComponents, samples: int, correlation: float = 0.0) -> float:
-    """Var(d_i) for two systems like `vc` compared on the same problems with K samples each."""
-    return 2 * (1 - correlation) * vc.between + 2 * vc.within / samples
-
-
-def plan_mde(
-    vc: VarianceComponents,
-    n_problems: int,
-    samples: int,
-    correlation: float = 0.0,
-    alpha: float = ALPHA,
-    power: float = POWER,
-) -> float:
-    """The detectable effect for n problems and K samples per problem in each of two runs."""
-    return mde(math.sqrt(paired_variance(vc, samples, correlation) / n_problems), alpha, power)
-
-
-def samples_needed(
-    vc: VarianceComponents,
-    n_problems: int,
-    delta: float,
-    correlation: float = 0.0,
-    alpha: float = ALPHA,
-    power: float = POWER,
-) -> int | None:
-    """Smallest K whose detectable effect is at most |delta|; None when no K suffices (the
-    between-problem part 2(1-ρ)ω²/n alone is already too large: more problems are needed)."""
-    budget = n_problems * delta**2 / z_sum(alpha, power) ** 2  # the largest Var(d_i) allowed
-    fixed = 2 * (1 - correlation) * vc.between
-    if budget <= fixed:
-        return None
-    if vc.within <= 0:
-        return 1
-    return max(1, math.ceil(2 * vc.within / (budget - fixed) - 1e-9))
-
-
-def problems_needed(
-    vc: VarianceComponents,
-    samples: int,
-    delta: float,
-    correlation: float = 0.0,
-    alpha: float = ALPHA,
-    power: float = POWER,
-) -> int:
-    """Smallest n whose detectable effect at K samples is at most |delta|."""
-    return max(2, math.ceil(z_sum(alpha, power) ** 2 * paired_variance(vc, samples, correlation) / delta**2))
+def _clip(x: float, span: float) -> float:
+    """A difference can be no larger than span either way (the t interval of a few problems can
+    reach past it)."""
+    return float(min(span, max(-span, x)))

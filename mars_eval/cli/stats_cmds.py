@@ -43,12 +43,16 @@ def plan(
         typer.Option(help="Samples per problem K to evaluate", show_default="the --from run's, else 1"),
     ] = None,
     from_run: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--from",
-            help="A finished mas run: use its measured variances",
+            help="Finished mas run(s): RUN (its variances), or RUN_A RUN_B (their differences' variance)",
             show_default="none: give --task and --accuracy",
         ),
+    ] = None,
+    more_runs: Annotated[
+        list[str] | None,
+        typer.Argument(help="RUN_B of `--from RUN_A RUN_B`", show_default=False, hidden=True),
     ] = None,
     problems: Annotated[
         int | None, typer.Option(help="Number of problems", show_default="the task's, or the --from run's")
@@ -57,8 +61,12 @@ def plan(
         float, typer.Option(help="Without --from: share of the variance that is between problems")
     ] = 0.5,
     correlation: Annotated[
-        float, typer.Option(help="Correlation of the two systems' per-problem accuracies (0: conservative)")
-    ] = 0.0,
+        float | None,
+        typer.Option(
+            help="Assumed correlation of the two systems' per-problem accuracies (measured with --from A B)",
+            show_default="0: conservative",
+        ),
+    ] = None,
     json_out: JsonOut = False,
 ) -> None:
     """Minimum detectable effect (80% power, alpha 0.05) and the K needed to detect --delta."""
@@ -71,12 +79,23 @@ def plan(
             accuracy=accuracy,
             delta=delta,
             samples=samples,
-            from_run=from_run,
+            from_run=_runs(from_run, more_runs),
             problems=problems,
             between_share=between_share,
             correlation=correlation,
         )
     )
+
+
+def _runs(from_run: list[str] | None, more: list[str] | None) -> list[str] | None:
+    """`--from A B` reaches typer as --from A plus the argument B; `--from A --from B` works too.
+    A bare argument without --from is bad input."""
+    from mars_eval.models.base import ConfigError
+
+    if more and not from_run:
+        raise ConfigError(f"unexpected argument {more[0]!r}; run folders go after --from")
+    runs = [*(from_run or []), *(more or [])]
+    return runs or None
 
 
 def register(app: typer.Typer) -> None:

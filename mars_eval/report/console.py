@@ -23,13 +23,16 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
     if summary["accuracy"] is None:  # every sample errored: nothing was scored
         table.add_row(f"accuracy (avg@{k})", "- (no sample scored)")
     else:
-        accuracy = f"[bold]{summary['accuracy']:.2%}[/bold] ± {summary['stderr']:.2%}"
+        se = summary.get("stderr")  # None with one problem: no spread to estimate
+        accuracy = f"[bold]{summary['accuracy']:.2%}[/bold]" + (f" ± {se:.2%}" if se is not None else "")
         table.add_row(f"accuracy (avg@{k})", accuracy)
     if summary.get("ci_low") is not None:
         table.add_row("95% CI (problems as clusters)", f"[{summary['ci_low']:.2%}, {summary['ci_high']:.2%}]")
     paper = _paper_accuracy(summary)
     if paper is not None:
-        table.add_row("paper (MARSHAL, 1 sample)", f"paper {paper:.2f}")
+        from mars_eval.analysis.reference_figures import source_label
+
+        table.add_row(f"paper ({source_label('mas')}, 1 sample)", f"paper {paper:.2f}")
     for key in (f"pass@{k}", f"majority@{k}"):
         if summary.get(key) is not None:
             table.add_row(key, f"{summary[key]:.2%}")

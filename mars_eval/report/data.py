@@ -44,6 +44,7 @@ class CheckpointSeries:
     points: list[MasCell]  # by training step
     comparisons: list[tuple[MasCell, stats.PairedResult]] = field(default_factory=list)
     training_run: str = ""  # the folder holding checkpoints/ (what the checkpoints have in common)
+    p_holm: list[float | None] = field(default_factory=list)  # comparisons' p-values, Holm across the series
 
 
 def training_run_of(model: str) -> str:
@@ -73,6 +74,7 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
             pairs = cell_pairs(first, c)
             if pairs:
                 series.comparisons.append((c, stats.paired_compare(pairs)))
+        series.p_holm = stats.holm([r.p_value for _, r in series.comparisons])
         out.append(series)
     return out
 

@@ -25,7 +25,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from mars_eval.analysis import reference_figures as ref
-from mars_eval.analysis import tables
+from mars_eval.analysis import stats, tables
 from mars_eval.mas.base import expanded_transcript
 from mars_eval.report import data as report_data
 from mars_eval.report import plots
@@ -136,6 +136,8 @@ class Report:
         return {"tasks": tasks, "rows": rows}
 
     def comparison_rows(self) -> list[dict[str, Any]]:
+        """The comparison table's rows, each with its p-value Holm-adjusted across the table."""
+        adjusted = stats.holm([c.result.p_value for c in self.comparisons])
         return [
             {
                 "system": c.system,
@@ -143,8 +145,9 @@ class Report:
                 "base": c.base,
                 "model": c.model,
                 "r": c.result,
+                "p_holm": p_holm,
             }
-            for c in self.comparisons
+            for c, p_holm in zip(self.comparisons, adjusted, strict=True)
         ]
 
     def transfer(self) -> list[dict[str, Any]]:
@@ -220,6 +223,11 @@ class Report:
         comparisons.sort(
             key=lambda c: (rank[c["model"]], order.get((c["game"], c["opponent"], c["seat"]), 0))
         )
+        # One family: every p-value the table shows (returns and win rates), Holm-adjusted.
+        adjusted = stats.holm([c["p_value"] for c in comparisons] + [c["win_p_value"] for c in comparisons])
+        n = len(comparisons)
+        for c, p_ret, p_win in zip(comparisons, adjusted[:n], adjusted[n:], strict=True):
+            c["p_holm"], c["win_p_holm"] = p_ret, p_win
         return {"rows": self.games, "models": models, "groups": groups, "comparisons": comparisons}
 
     def games_section(self) -> dict[str, Any] | None:
@@ -269,7 +277,7 @@ class Report:
             "n_runs": len(self.runs),
             "models": self.models,
             "main": self.main_table(),
-            "paper_source": ref.source(),
+            "paper_source": f"{ref.source_label('mas')}; {ref.source()}",
             "comparisons": self.comparison_rows(),
             "transfer": self.transfer(),
             "bars": self.accuracy_bars(),

@@ -17,11 +17,23 @@ from mars_eval.analysis.tables import fmt_delta_pct, fmt_pct, markdown_table
 from mars_eval.report import data as report_data
 
 if TYPE_CHECKING:
+    from mars_eval.analysis.stats import PairedResult
     from mars_eval.report.html import Report
 
 
 def _p(p: float | None) -> str:
     return "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+SIGNIFICANCE_NOTE = (
+    "p: two-sided, of the test named in the row (McNemar's score test for one binary sample per "
+    "problem, else the sign-flip permutation test, mid-p); the 95% interval is the one that test does "
+    "not reject. p (Holm): adjusted across the rows of the table (family-wise error rate)."
+)
+
+
+def _test(r: PairedResult) -> str:
+    return r.test_name + (f" ({r.note})" if r.note else "")
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -48,15 +60,15 @@ def accuracy_section(report: Report) -> list[str]:
 def comparison_section(report: Report) -> list[str]:
     if not report.comparisons:
         return []
-    header = ["system", "task", "model", "vs", "delta (pp)", "95% interval", "p", "test", "n"]
+    header = ["system", "task", "model", "vs", "delta (pp)", "95% interval", "p", "p (Holm)", "test", "n"]
     rows = []
-    for c in report.comparisons:
-        r = c.result
+    for row in report.comparison_rows():
+        r = row["r"]
         rows.append(
-            [c.system, c.task, c.model, c.base, f"{100 * r.delta:+.1f}", _interval(r.ci_low, r.ci_high)]
-            + [_p(r.p_value), r.test, str(r.n_paired)]
+            [row["system"], row["task"], row["model"], row["base"], f"{100 * r.delta:+.1f}"]
+            + [_interval(r.ci_low, r.ci_high), _p(r.p_value), _p(row["p_holm"]), _test(r), str(r.n_paired)]
         )
-    return _section("Paired comparison with the first model", header, rows)
+    return _section("Paired comparison with the first model", header, rows, SIGNIFICANCE_NOTE)
 
 
 def checkpoint_section(report: Report) -> list[str]:
@@ -65,12 +77,12 @@ def checkpoint_section(report: Report) -> list[str]:
     for s in report_data.checkpoint_series(report.cells):
         first = s.points[0]
         header = ["step", "model", "accuracy [95% interval]", f"delta vs step {first.step} (pp)"]
-        header += ["95% interval", "p"]
-        rows = [[str(first.step), first.model, tables.fmt_cell(first), "–", "–", "–"]]
-        for c, r in s.comparisons:
+        header += ["95% interval", "p", "p (Holm)", "test"]
+        rows = [[str(first.step), first.model, tables.fmt_cell(first), "–", "–", "–", "–", ""]]
+        for (c, r), p_holm in zip(s.comparisons, s.p_holm, strict=True):
             rows.append(
                 [str(c.step), c.model, tables.fmt_cell(c), f"{100 * r.delta:+.1f}"]
-                + [_interval(r.ci_low, r.ci_high), _p(r.p_value)]
+                + [_interval(r.ci_low, r.ci_high), _p(r.p_value), _p(p_holm), _test(r)]
             )
         run = s.training_run.replace("<", "\\<").replace(">", "\\>")  # a path from outside: text
         where = f" ({run})" if run else ""
@@ -101,16 +113,22 @@ def games_section(report: Report) -> list[str]:
     out = _section("Games", header, rows, "Normalized return: min-max over the game's payoff range (ours).")
     if data["comparisons"]:
         header = ["model", "vs", "game", "opponent", "seat", "episodes", "delta return", "95% interval", "p"]
-        header += ["delta win (pp)", "p (win)"]
+        header += ["p (Holm)", "delta win (pp)", "p (win)", "p (win, Holm)"]
         rows = []
         for c in data["comparisons"]:
             ci = "–" if c["ci_low"] is None else f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
             win = "–" if c["delta_win_rate"] is None else f"{100 * c['delta_win_rate']:+.1f}"
             rows.append(
                 [c["model"], c["base"], c["game"], c["opponent"], c["seat"], str(c["n_paired"])]
-                + [f"{c['delta_return']:+.3f}", ci, _p(c["p_value"]), win, _p(c["win_p_value"])]
+                + [f"{c['delta_return']:+.3f}", ci, _p(c["p_value"]), _p(c.get("p_holm"))]
+                + [win, _p(c["win_p_value"]), _p(c.get("win_p_holm"))]
             )
-        out += _section("Games: paired comparison with the first model", header, rows)
+        note = (
+            "p: two-sided; mean return by the sign-flip permutation test (mid-p), win rate by McNemar's "
+            "score test, each 95% interval the one its test does not reject. p (Holm): adjusted across "
+            "all p-values of this table."
+        )
+        out += _section("Games: paired comparison with the first model", header, rows, note)
     return out
 
 
@@ -172,7 +190,10 @@ def write_markdown(report: Report, out: Path) -> Path:
         quality_section,
     ):
         parts += section(report)
-    parts += [f"Paper figures: {ref.source()}", ""]
+    labels = f"{ref.source_label('mas')} (accuracy), {ref.source_label('games')} (games)"
+    parts += [f"Paper figures: {labels}; {ref.source()}"]
+    claims = "; ".join(f"{c['text']}" for c in ref.claims())
+    parts += ["", f"Claimed in the {ref.source_label('claims')}: {claims}.", ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(parts), encoding="utf-8")
     return out

@@ -1,8 +1,33 @@
-"""The intervals a run's summary and a games row carry: clustered t for avg@K, Wilson for rates.
+"""The intervals a run's summary and a games row carry: avg@K, rates and mean returns.
 
 Kept apart from mars_eval.analysis.stats (paired tests, bootstrap, planning), so that a run
 imports no scipy.stats: the t quantile comes from scipy.special and the normal one from the
-standard library. The formulas are in mars_eval.analysis.stats's docstring.
+standard library.
+
+avg@K over n problems (cluster_ci). A problem's K samples are not independent (its difficulty
+is shared), so the problem is the unit of sampling (E. Miller, "Adding Error Bars to Evals",
+arXiv:2411.00640, clustered standard errors):
+
+    SE = std(m_1..m_n, ddof=1) / sqrt(n)          m_i = problem i's mean score
+
+The interval is Wilson's score interval at the effective sample size that this clustered SE
+implies, n_eff = p (1 - p) / SE^2 (at most the N scored samples: clustering never makes samples
+worth more than independent ones), with Student's t_{n-1} quantile in place of z:
+
+    centre = (p + q^2 / 2 n_eff) / (1 + q^2 / n_eff)
+    half   = q / (1 + q^2 / n_eff) * sqrt(p (1 - p) / n_eff + q^2 / 4 n_eff^2)
+
+Why not mean +- t SE: at low accuracy the per-problem means are skewed (most problems 0, a few
+high), the symmetric t interval then covers 89.7-91.5% at n = 30 with K > 1, and it collapses to
+a point when the data show no spread. The Wilson form follows the skew and stays honest when
+the spread is 0: all problems at 1 of 2 gives n_eff = N (the samples themselves), and all right
+(or all wrong) gives n_eff = n (the problems: with no failure at all, nothing shows how the K
+samples of a problem hang together). With one problem there is no between-problem spread at
+all: SE is None and the interval is [0, 1]. benchmarks/bench_stats.py measures its coverage.
+
+Mean returns (mean_ci with payoff bounds): the t interval; when every episode returned the same
+value the t interval is a point, so then the Wilson interval of the value's position in the
+payoff range over the n episodes (the largest spread a bounded score can have) is used.
 """
 
 from __future__ import annotations
@@ -40,6 +65,15 @@ class Interval:
         return asdict(self)
 
 
+def wilson_bounds(p: float, n: float, q: float) -> tuple[float, float]:
+    """Wilson score bounds of a rate p over n (possibly effective, non-integer) trials with the
+    quantile q, clipped to [0, 1]."""
+    denom = 1 + q * q / n
+    centre = (p + q * q / (2 * n)) / denom
+    half = q / denom * math.sqrt(max(0.0, p * (1 - p)) / n + q * q / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 # --- one-sample intervals ---------------------------------------------------------------------
 def mean_ci(
     values: Sequence[float],
@@ -49,7 +83,8 @@ def mean_ci(
     """Student-t interval for the mean of independent values (e.g. episode returns).
 
     SE = std(ddof=1)/sqrt(n); with n < 2 the interval is the whole `bounds` (or the point when
-    no bounds are given): one value says nothing about spread.
+    no bounds are given): one value says nothing about spread. All values equal with `bounds`:
+    the Wilson fallback of the module docstring.
     """
     x = np.asarray(values, dtype=float)
     n = int(x.size)
@@ -60,46 +95,51 @@ def mean_ci(
         lo, hi = bounds if bounds is not None else (mean, mean)
         return Interval(mean, float(lo), float(hi), None, n, "t")
     se = float(x.std(ddof=1) / math.sqrt(n))
-    half = t_quantile(0.5 + confidence / 2, n - 1) * se
-    lo, hi = mean - half, mean + half
+    q = t_quantile(0.5 + confidence / 2, n - 1)
+    if se == 0 and bounds is not None and bounds[1] > bounds[0]:
+        width = bounds[1] - bounds[0]
+        lo, hi = wilson_bounds((mean - bounds[0]) / width, n, q)
+        return Interval(mean, bounds[0] + lo * width, bounds[0] + hi * width, se, n, "wilson (all equal)")
+    lo, hi = mean - q * se, mean + q * se
     if bounds is not None:
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
     return Interval(mean, lo, hi, se, n, "t")
 
 
 def cluster_ci(per_problem: Sequence[Sequence[float] | float], confidence: float = CONFIDENCE) -> Interval:
-    """Clustered interval for avg@K: each item is one problem's sample scores (or its mean).
+    """Interval for avg@K: each item is one problem's sample scores (or its mean, which counts as
+    one sample). Wilson at the clustered effective sample size (module docstring)."""
+    groups = [np.atleast_1d(np.asarray(p, dtype=float)) for p in per_problem]
+    groups = [g for g in groups if g.size]
+    n = len(groups)
+    if n == 0:
+        raise ValueError("cluster_ci needs at least one problem")
+    means = np.array([g.mean() for g in groups])
+    p = float(means.mean())
+    if n < 2:
+        return Interval(p, 0.0, 1.0, None, n, "one problem: no interval")
+    samples = int(sum(g.size for g in groups))
+    se = float(means.std(ddof=1) / math.sqrt(n))
+    q = t_quantile(0.5 + confidence / 2, n - 1)
+    if p <= 0.0 or p >= 1.0:
+        n_eff = float(n)  # all wrong / all right: the problems are the units that can be trusted
+    elif se == 0:
+        n_eff = float(samples)
+    else:
+        n_eff = min(float(samples), p * (1 - p) / se**2)
+    lo, hi = wilson_bounds(p, n_eff, q)
+    return Interval(p, lo, hi, se, n, "wilson at the clustered effective sample size")
 
-    The estimate is the mean of the per-problem means (avg@K, as metrics.accuracy_metrics
-    reports); SE and interval as in the module docstring, clipped to [0, 1].
-    """
-    means = [float(np.mean(p)) for p in per_problem]
-    res = mean_ci(means, confidence, bounds=(0.0, 1.0))
-    if res.se == 0 and res.estimate in (0.0, 1.0):
-        # Every problem all right (or all wrong): the t interval collapses to a point, which
-        # claims certainty that 30 problems cannot give. Each problem is then one success (or
-        # failure), so the Wilson interval over the n problems is the honest one.
-        w = wilson(round(res.estimate * res.n), res.n, confidence)
-        return Interval(res.estimate, w.low, w.high, 0.0, res.n, "wilson over problems (all equal)")
-    return Interval(res.estimate, res.low, res.high, res.se, res.n, "clustered t (problems as clusters)")
 
-
-def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> Interval:
+def wilson(successes: float, n: float, confidence: float = CONFIDENCE) -> Interval:
     """Wilson score interval for a rate (win rate over n episodes), without continuity correction
-    (the same numbers as scipy.stats.binomtest(...).proportion_ci(method="wilson")):
-
-        centre = (p + z^2 / 2n) / (1 + z^2 / n)
-        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)
-    """
+    (the same numbers as scipy.stats.binomtest(...).proportion_ci(method="wilson"))."""
     if n <= 0:
         raise ValueError("wilson needs n >= 1")
     p = successes / n
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    low, high = max(0.0, centre - half), min(1.0, centre + half)
-    return Interval(p, low, high, math.sqrt(p * (1 - p) / n), n, "wilson")
+    low, high = wilson_bounds(p, n, z)
+    return Interval(p, low, high, math.sqrt(p * (1 - p) / n), int(n), "wilson")
 
 
 def episode_intervals(
@@ -110,10 +150,10 @@ def episode_intervals(
 ) -> dict[str, float | None]:
     """The intervals of one games results row, as row fields.
 
-    mean_return_ci_low/high: t interval of the mean return over the row's episodes (clipped to
-    the game's payoff `bounds`); win_rate_ci_low/high: Wilson interval of `wins` out of the
-    episodes (None when `wins` is None: a cooperative game has no winner). All None with no
-    episode.
+    mean_return_ci_low/high: mean_ci of the returns over the row's episodes (clipped to the
+    game's payoff `bounds`, Wilson-type when all equal); win_rate_ci_low/high: Wilson interval
+    of `wins` out of the episodes (None when `wins` is None: a cooperative game has no winner).
+    All None with no episode.
     """
     out: dict[str, float | None] = dict.fromkeys(
         ("mean_return_ci_low", "mean_return_ci_high", "win_rate_ci_low", "win_rate_ci_high")

@@ -4,12 +4,13 @@ With n problems and K samples each, scored sample i of problem p gives c_{p,i} i
 Errored samples (model access or scorer failure) are left out, never counted as wrong.
 
     avg@K      accuracy = (1/n') * sum_p mean_i c_{p,i}      over the n' problems with a scored sample
-    stderr     = std_p(mean_i c_{p,i}) / sqrt(n')           (sample std, ddof=1; 0 when n' < 2)
+    stderr     = std_p(mean_i c_{p,i}) / sqrt(n')           (sample std, ddof=1; None when n' < 2:
+                                                             one problem says nothing about spread)
     pass@K     = (1/n') * sum_p max_i c_{p,i}
     majority@K = (1/n') * sum_p c(most common answer of p)  (ties: the answer seen first)
     ci_low, ci_high: the 95% interval of avg@K with a problem's K samples as one cluster
-                 (stats.cluster_ci: mean +- t_{n'-1} * stderr, clipped to [0, 1]; the Wilson
-                 interval over the n' problems when all of them are right, or all wrong)
+                 (intervals.cluster_ci: Wilson at the effective sample size this stderr implies,
+                 with the t_{n'-1} quantile; [0, 1] with one problem)
 """
 
 from __future__ import annotations
@@ -25,19 +26,20 @@ def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, A
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by_problem[r["problem_id"]].append(r)
-    means, passes, majorities = [], [], []
+    means, scores, passes, majorities = [], [], [], []
     for recs in by_problem.values():
         scored = sorted((r for r in recs if not r.get("error")), key=lambda r: r["sample"])
         if not scored:
             continue
-        means.append(sum(bool(r["correct"]) for r in scored) / len(scored))
+        scores.append([float(bool(r["correct"])) for r in scored])
+        means.append(sum(scores[-1]) / len(scored))
         passes.append(float(any(r["correct"] for r in scored)))
         majorities.append(float(_majority_correct(scored)))
     n = len(means)
     # No scored sample (every one errored): no accuracy, rather than a 0% that reads as a result.
     acc = sum(means) / n if n else None
-    stderr = math.sqrt(sum((m - acc) ** 2 for m in means) / (n - 1) / n) if n > 1 else (0.0 if n else None)
-    ci = cluster_ci(means) if n else None
+    stderr = math.sqrt(sum((m - acc) ** 2 for m in means) / (n - 1) / n) if n > 1 else None
+    ci = cluster_ci(scores) if n else None
     out: dict[str, Any] = {
         "accuracy": acc,
         "stderr": stderr,
