@@ -165,7 +165,17 @@ class Report:
                 [_p(c.result.ci_high) for c in comps],
                 "delta (pp, 95% interval)",
             )
-            out.append({"model": model, "task": task, "base": comps[0].base, "rows": comps, "svg": svg})
+            p_holm = stats.holm([c.result.p_value for c in comps])  # one family per table
+            out.append(
+                {
+                    "model": model,
+                    "task": task,
+                    "base": comps[0].base,
+                    "rows": comps,
+                    "svg": svg,
+                    "p_holm": p_holm,
+                }
+            )
         return out
 
     # --- plots --------------------------------------------------------------------------------
