@@ -32,13 +32,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mars_eval.games import make_game
 from mars_eval.mas.base import derive_seed
 from training.batch import Turn
-from training.rollout import EpisodeSpec, plan_episodes
+from training.rollout import EpisodeSpec, Finished, plan_episodes
 
 MODES = ("oversample", "fixed")
 
@@ -51,18 +51,6 @@ class EnvPlan:
     game: str
     episodes: list[EpisodeSpec]
     target: int = 0  # fixed mode: trajectories this environment must produce (0: play them all)
-
-
-@dataclass(frozen=True, order=True)
-class Finished:
-    """A player-trajectory that finished: when (environment clock), where, whose."""
-
-    time: float
-    env: int
-    episode: int  # the episode's number within its environment
-    seat: int
-    rank: int = 0
-    game: str = field(default="", compare=False)
 
 
 def _spec(
@@ -249,6 +237,16 @@ def play_batch(
     kept = select(collected, mode=mode, rollout_batch=rollout_batch, games=games)
     kept = kept[: len(kept) - len(kept) % max(1, len(keepers))]  # short of the batch: even split
     return turns, results, kept, sorted(collected)
+
+
+def composition_metrics(
+    kept: list[Finished], candidates: list[Finished], games: tuple[str, ...]
+) -> dict[str, float]:
+    """What the batch is made of: each game's share of the kept trajectories, how many finished."""
+    out = {f"batch_share/{g}": sum(1 for f in kept if f.game == g) / max(1, len(kept)) for g in games}
+    out["batch_kept"] = float(len(kept))
+    out["batch_finished"] = float(len(candidates))
+    return out
 
 
 def balance(

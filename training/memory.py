@@ -12,7 +12,7 @@ The model is analytical. Every term is bytes per GPU:
     T            tokens in the largest micro-batch: rows x padded width (training/batch.py)
 
     update:
-      master weights, gradients      m P / N each   (sharded fp32; gradients kept until zeroed)
+      master weights, gradients      m P / N each   (sharded fp32; gradients freed after the update)
       AdamW moments                  2 m P / N
       reference model                b P / N        (sharded, kl_coef > 0)
       FSDP gathered weights          b P_root + (2 b + b + 4) P_layer
@@ -34,7 +34,8 @@ The model is analytical. Every term is bytes per GPU:
       runtime                        CUDA context, NCCL and allocator slack (a constant)
       vLLM asleep                    what sleep(level=1) leaves on the GPU (a constant)
     rollout:
-      master weights, AdamW moments, gradients (until zeroed), reference model as above
+      master weights, AdamW moments, reference model as above (gradients are freed after the
+      update; torch's cache is emptied before vLLM wakes up)
       vLLM                           gpu_memory_utilization x G (weights, activations, KV cache)
       runtime
 
@@ -248,7 +249,8 @@ def estimate(
     update["runtime"] = RUNTIME_GIB if gpu else 0.0
     vllm = cfg.engine == "vllm"
     update["vllm_asleep"] = VLLM_ASLEEP_GIB if vllm else 0.0
-    resident = ("master_weights", "gradients", "adamw_moments", "reference_model")
+    # gradients are freed at the end of the update (training/trainer.py), before the rollout
+    resident = ("master_weights", "adamw_moments", "reference_model")
     rollout = {k: update[k] for k in resident}
     rollout["vllm"] = cfg.vllm_gpu_memory_utilization * gpu_gib if vllm else 0.0
     rollout["runtime"] = update["runtime"]

@@ -1,9 +1,11 @@
 """Self-play rollouts: many episodes of several games advanced side by side, generation batched.
 
-Each step plays a fresh set of episodes. In a self-play episode the learner plays every seat;
-in a "mixed" episode (share `mix_fraction`) or under the fixed-opponent ablation
-(`opponent != "self"`) one seat is the learner and the others are a fixed opponent
-(mars_eval.games.make_opponent), the learner's seat alternating between episodes.
+Each step plays a fresh set of episodes, grouped in environments that play theirs one after
+another (`play_environments`; which ones make the batch: training/composition.py). In a
+self-play episode the learner plays every seat; in a "mixed" episode (share `mix_fraction`)
+or under the fixed-opponent ablation (`opponent != "self"`) one seat is the learner and the
+others are a fixed opponent (mars_eval.games.make_opponent), the learner's seat alternating
+between episodes.
 
 The loop: move every fixed opponent until a learner seat is to act; collect the prompts of all
 episodes waiting for the learner; one batched `engine.generate`; parse each reply with the
@@ -24,6 +26,7 @@ tokens) and only the response tokens carry loss.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +68,30 @@ class _Live:
     returns_before: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     turns: dict[int, list[Turn]] = field(default_factory=lambda: defaultdict(list))
     moves: int = 0
+    number: int = 0  # the episode's number in this rollout (Turn.episode)
+
+
+@dataclass
+class _Slot:
+    """One environment: its episodes still to play, the one running, its clock."""
+
+    env: int
+    specs: list[EpisodeSpec]
+    live: _Live | None = None
+    clock: float = 0.0  # tokens generated + turns taken (training/composition.py)
+    produced: int = 0  # trajectories of its finished episodes
+
+
+@dataclass(frozen=True, order=True)
+class Finished:
+    """A player-trajectory that finished: when (its environment's clock), where, whose."""
+
+    time: float
+    env: int
+    episode: int  # Turn.episode of its turns (on its rank)
+    seat: int
+    rank: int = 0
+    game: str = field(default="", compare=False)
 
 
 def render_reference_chat(messages: list[dict], thinking: bool) -> str:
@@ -176,17 +203,45 @@ class RolloutWorker:
 
     # --- the loop --------------------------------------------------------------------------
     def play(self, specs: list[EpisodeSpec], seed: int) -> tuple[list[Turn], list[EpisodeResult]]:
-        lives = []
-        for spec in specs:
-            game = make_game(spec.game)
-            ep = game.new_episode(spec.seed)
-            opp = make_opponent(spec.opponent, game, spec.seed + 1) if spec.opponent else None
-            lives.append(_Live(spec, ep, opp, game.cooperative))
+        """Every spec played to its end, side by side (each its own environment)."""
+        turns, results, _ = self.play_environments([[s] for s in specs], seed)
+        return turns, results
 
+    def play_environments(
+        self,
+        envs: list[list[EpisodeSpec]],
+        seed: int,
+        *,
+        env_ids: list[int] | None = None,
+        more: Callable[[int, int], bool] | None = None,
+        stop: Callable[[list[Finished], list[float]], bool] | None = None,
+    ) -> tuple[list[Turn], list[EpisodeResult], list[Finished]]:
+        """Environments side by side, each playing its episodes one after another.
+
+        `more(i, trajectories so far)`: whether environment i starts its next episode (default:
+        while it has one). `stop(newly finished, clocks of the environments still playing)` runs
+        after every round (it may be a collective: every rank calls it once a round until it
+        says stop); True ends the rollout and drops the episodes still running. Without it the
+        rollout ends when every environment is done. An environment's clock counts the tokens
+        it generated plus one per turn (training/composition.py: the finish order).
+
+        Returns the finished episodes' turns and results, and one `Finished` per trajectory.
+        """
+        ids = env_ids if env_ids is not None else list(range(len(envs)))
+        slots = [_Slot(env, list(specs)) for env, specs in zip(ids, envs, strict=True)]
+        counter = 0
+        for slot in slots:
+            counter = self._next_episode(slot, counter)
+        turns: list[Turn] = []
+        results: list[EpisodeResult] = []
+        finished: list[Finished] = []
         round_no = 0
         while True:
-            waiting: list[tuple[int, int, list[dict]]] = []
-            for i, live in enumerate(lives):
+            waiting: list[tuple[_Slot, int, list[dict]]] = []
+            for slot in slots:
+                live = slot.live
+                if live is None:
+                    continue
                 ep = live.episode
                 while not ep.is_terminal and ep.current_player not in live.spec.learner_seats:
                     ep.apply(live.opponent.act(ep))
@@ -195,79 +250,112 @@ class RolloutWorker:
                     ep.forfeit(ep.current_player, "move limit")  # a safety net; never hit in these games
                 if not ep.is_terminal:
                     seat = ep.current_player
-                    waiting.append((i, seat, self._messages(live, seat)))
-            if not waiting:
+                    waiting.append((slot, seat, self._messages(live, seat)))
+            if waiting:
+                prompts = [self.render(m) for _, _, m in waiting]
+                gens = self.engine.generate(prompts, self.settings, seed=derive_seed(seed, "round", round_no))
+                round_no += 1
+                for (slot, seat, messages), prompt, gen in zip(waiting, prompts, gens, strict=True):
+                    slot.clock += len(gen.token_ids) + 1
+                    self._apply_reply(slot, seat, messages, prompt, gen)
+            new: list[Finished] = []
+            for i, slot in enumerate(slots):
+                while slot.live is not None and slot.live.episode.is_terminal:
+                    live = slot.live
+                    done_turns, result = self._finish_one(live)
+                    turns += done_turns
+                    results.append(result)
+                    new += [
+                        Finished(slot.clock, slot.env, live.number, seat, game=live.spec.game)
+                        for seat in sorted(live.turns)
+                    ]
+                    slot.produced += len(live.turns)
+                    slot.live = None
+                    if slot.specs and (more is None or more(i, slot.produced)):
+                        counter = self._next_episode(slot, counter)
+            finished += new
+            running = [slot.clock for slot in slots if slot.live is not None]
+            if stop is not None:
+                if stop(new, running):
+                    break
+            elif not running:
                 break
-            prompts = [self.render(m) for _, _, m in waiting]
-            gens = self.engine.generate(prompts, self.settings, seed=derive_seed(seed, "round", round_no))
-            round_no += 1
-            for (i, seat, messages), prompt, gen in zip(waiting, prompts, gens, strict=True):
-                live = lives[i]
-                ep = live.episode
-                text = self.reply_prefill() + self.tok.decode(gen.token_ids, skip_special_tokens=True)
-                content, _thinking = split_thinking(text)
-                overlong = self.forfeit_tokens > 0 and (
-                    not gen.stopped or len(gen.token_ids) >= self.forfeit_tokens
-                )
-                if self.sequence_length > 0:  # the reference: <= 1000 tokens left in the sequence
-                    overlong |= self.sequence_length - len(prompt) - len(gen.token_ids) <= 1000
-                action = (
-                    None
-                    if overlong
-                    else ep.parse(content, "reference" if self.style == "reference" else "full")
-                )
-                live.returns_before[seat].append(ep.returns()[seat])
-                turn = Turn(
-                    game=live.spec.game,
-                    seat=seat,
-                    episode=i,
-                    index=len(live.turns[seat]),
-                    prompt_ids=prompt,
-                    response_ids=list(gen.token_ids),
-                    behaviour_logprobs=list(gen.logprobs),
-                    valid=action is not None,
-                    truncated=not gen.stopped,
-                    text=content,
-                )
-                live.turns[seat].append(turn)
-                if self.style == "full":
-                    messages.append({"role": "assistant", "content": text})
-                if self.style == "reference":  # earlier replies go back whole, thinking included
-                    live.replies[seat].append(text)
-                if action is None:
-                    ep.forfeit(seat, "invalid answer")
-                else:
-                    ep.apply(action)
-                live.moves += 1
-        return self._finish(lives)
+        return turns, results, finished
 
-    def _finish(self, lives: list[_Live]) -> tuple[list[Turn], list[EpisodeResult]]:
+    def _next_episode(self, slot: _Slot, counter: int) -> int:
+        """Start the slot's next episode (if any) as episode number `counter` of this rollout."""
+        if not slot.specs:
+            return counter
+        spec = slot.specs.pop(0)
+        game = make_game(spec.game)
+        opp = make_opponent(spec.opponent, game, spec.seed + 1) if spec.opponent else None
+        slot.live = _Live(spec, game.new_episode(spec.seed), opp, game.cooperative, number=counter)
+        return counter + 1
+
+    def _apply_reply(self, slot: _Slot, seat: int, messages: list[dict], prompt: list[int], gen: Any) -> None:
+        """Parse one reply (the reference's whole-reply rule in reference style), record the turn,
+        and move or forfeit."""
+        live = slot.live
+        assert live is not None
+        ep = live.episode
+        text = self.reply_prefill() + self.tok.decode(gen.token_ids, skip_special_tokens=True)
+        content, _thinking = split_thinking(text)
+        overlong = self.forfeit_tokens > 0 and (not gen.stopped or len(gen.token_ids) >= self.forfeit_tokens)
+        if self.sequence_length > 0:  # the reference: <= 1000 tokens left in the sequence
+            overlong |= self.sequence_length - len(prompt) - len(gen.token_ids) <= 1000
+        if overlong:
+            action = None
+        elif self.style == "reference":  # the whole reply, its forced start included
+            action = ep.parse_reply(text, self.enable_thinking)
+        else:
+            action = ep.parse(content, "full")
+        live.returns_before[seat].append(ep.returns()[seat])
+        turn = Turn(
+            game=live.spec.game,
+            seat=seat,
+            episode=live.number,
+            index=len(live.turns[seat]),
+            prompt_ids=prompt,
+            response_ids=list(gen.token_ids),
+            behaviour_logprobs=list(gen.logprobs),
+            valid=action is not None,
+            truncated=not gen.stopped,
+            text=content,
+        )
+        live.turns[seat].append(turn)
+        if self.style == "full":
+            messages.append({"role": "assistant", "content": text})
+        if self.style == "reference":  # earlier replies go back whole, thinking included
+            live.replies[seat].append(text)
+        if action is None:
+            ep.forfeit(seat, "invalid answer")
+        else:
+            ep.apply(action)
+        live.moves += 1
+
+    def _finish_one(self, live: _Live) -> tuple[list[Turn], EpisodeResult]:
+        """The rewards of a finished episode's turns, and its result."""
+        ep = live.episode
+        payoff = final_payoffs(ep, self.forfeit)
+        last_step = [float(r) for r in ep.state.rewards()]
+        bonus = self.shaping.terminal_bonus(live.spec.game, last_step, ep.forfeited_by is not None)
         turns: list[Turn] = []
-        results = []
-        for live in lives:
-            ep = live.episode
-            final = ep.returns()
-            payoff = final_payoffs(ep, self.forfeit)
-            last_step = [float(r) for r in ep.state.rewards()]
-            bonus = self.shaping.terminal_bonus(live.spec.game, last_step, ep.forfeited_by is not None)
-            for seat, seat_turns in live.turns.items():
-                shaping = [self.shaping.action_shaping(t.valid, len(t.response_ids)) for t in seat_turns]
-                rewards = turn_rewards(live.returns_before[seat], payoff[seat], shaping, bonus[seat])
-                for t, r in zip(seat_turns, rewards, strict=True):
-                    t.reward = r
-                turns.extend(seat_turns)
-            results.append(
-                EpisodeResult(
-                    game=live.spec.game,
-                    learner_seats=live.spec.learner_seats,
-                    returns=final,
-                    invalid_by=ep.forfeited_by,
-                    turns=live.moves,
-                    opponent=live.spec.opponent,
-                    cooperative=live.cooperative,
-                )
-            )
-        return turns, results
+        for seat, seat_turns in live.turns.items():
+            shaping = [self.shaping.action_shaping(t.valid, len(t.response_ids)) for t in seat_turns]
+            rewards = turn_rewards(live.returns_before[seat], payoff[seat], shaping, bonus[seat])
+            for t, r in zip(seat_turns, rewards, strict=True):
+                t.reward = r
+            turns.extend(seat_turns)
+        result = EpisodeResult(
+            game=live.spec.game,
+            learner_seats=live.spec.learner_seats,
+            returns=ep.returns(),
+            invalid_by=ep.forfeited_by,
+            turns=live.moves,
+            opponent=live.spec.opponent,
+            cooperative=live.cooperative,
+        )
+        return turns, result
 
 
 def rollout_metrics(turns: list[Turn], results: list[EpisodeResult]) -> dict[str, float]:

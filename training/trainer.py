@@ -31,6 +31,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,9 @@ from mars_eval.models.base import SamplingParams
 from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
-from training.batch import Turn, build_rows, gather_response, per_token, turn_token_advantages
-from training.config import RUN_CONFIG, TrainConfig
+from training.batch import Turn, build_rows, gather_response, pack_rows, per_token, turn_token_advantages
+from training.composition import balance, composition_metrics, plan_environments, play_batch
+from training.config import RUN_CONFIG, TrainConfig, rollout_envs
 from training.engines import GenSettings
 from training.evaluate import play_share, summarize
 from training.live import LiveView, one_line
@@ -52,7 +54,7 @@ from training.optim import make_optimizer
 from training.precision import compute_context, fsdp_mp_policy, torch_dtype
 from training.preflight import preflight
 from training.rewards import RewardShaping
-from training.rollout import RolloutWorker, plan_episodes, rollout_metrics
+from training.rollout import RolloutWorker, rollout_metrics
 from training.tracking import MetricsLog, Tracker
 from training.weight_sync import make_engine, push_weights
 
@@ -297,27 +299,41 @@ class Trainer:
     def rollout(self, step: int) -> tuple[list[Turn], dict[str, float]]:
         """This engine group's episodes of the step. The ranks of one vLLM engine play the same
         plan (same prompts, as tensor parallelism needs); only the group's first rank keeps them."""
-        cfg = self.cfg
-        per_game = cfg.rollout_batch // (len(cfg.games) * self.layout.dp_size)
-        seed = derive_seed(cfg.seed, "step", step, self.layout.dp_rank)
-        specs = plan_episodes(
+        cfg, lay = self.cfg, self.layout
+        plans = plan_environments(
             cfg.games,
-            per_game,
+            mode=cfg.batch_composition,
+            rollout_batch=cfg.rollout_batch,
+            rollout_envs=rollout_envs(cfg),
+            dp_rank=lay.dp_rank,
+            dp_size=lay.dp_size,
+            seed=derive_seed(cfg.seed, "step", step),
             opponent=cfg.opponent,
             mix_opponent=cfg.mix_opponent,
             mix_fraction=cfg.mix_fraction,
-            seed=seed,
         )
         probe = dist.MemoryProbe(self.device)
         self.engine.wake_up()
         t0 = time.perf_counter()
-        turns, results = self.worker.play(specs, seed)
+        turns, results, kept, finished = play_batch(
+            self.worker,
+            plans,
+            derive_seed(cfg.seed, "step", step, lay.dp_rank),
+            mode=cfg.batch_composition,
+            rollout_batch=cfg.rollout_batch,
+            games=cfg.games,
+            gather=dist.all_gather_objects,
+            reporting=lay.keeps_rollouts,
+        )
         elapsed = time.perf_counter() - t0
         memory = probe.read("rollout")  # vLLM still awake: its KV cache counts
         self.engine.sleep()
-        metrics = rollout_metrics(turns, results) | memory
+        metrics = rollout_metrics(turns, results) | memory | composition_metrics(kept, finished, cfg.games)
         self._placeholder = turns[:1]  # a row for collectives on a rank with nothing to train
-        if not self.layout.keeps_rollouts:
+        # the kept trajectories, the same number on every rank that keeps rollouts
+        keepers = [r for r in range(self.world) if r % lay.tp == 0]
+        turns = balance(turns, kept, self.rank, dist.all_gather_objects, keepers)
+        if not lay.keeps_rollouts:
             turns = []
         gen_tokens = sum(len(t.response_ids) for t in turns)
         metrics["rollout_s"] = elapsed
@@ -374,7 +390,8 @@ class Trainer:
         for m in range(cfg.minibatches):
             mb_units = shuffled[m * per_mb : (m + 1) * per_mb]
             rows = [(t, sum(len(u.response_ids) for u in unit)) for unit in mb_units for t in unit]
-            micros = [rows[i : i + cfg.micro_batch_size] for i in range(0, len(rows), cfg.micro_batch_size)]
+            groups = pack_rows(_lengths(t for t, _ in rows), cfg.micro_batch_size, cfg.micro_batch_tokens)
+            micros = [[rows[i] for i in g] for g in groups]
             n = dist.all_reduce_max(len(micros))
             out.append((len(mb_units), micros + [[] for _ in range(n - len(micros))]))
         return out
@@ -394,21 +411,35 @@ class Trainer:
         """Behaviour log-probs recomputed by the policy (recompute_logprobs) and the reference
         model's, per response token, into each turn (micro-batched; equal counts on all ranks)."""
         cfg = self.cfg
-        mbs = cfg.micro_batch_size
-        n = dist.all_reduce_max(math.ceil(len(turns) / mbs))
+        groups = pack_rows(_lengths(turns), cfg.micro_batch_size, cfg.micro_batch_tokens)
+        n = dist.all_reduce_max(len(groups))
         for i in range(n):
-            real = i * mbs < len(turns)
-            chunk = turns[i * mbs : (i + 1) * mbs] or self._placeholder  # equal collective counts
+            real = i < len(groups)
+            chunk = [turns[j] for j in groups[i]] if real else self._placeholder  # equal collective counts
             ids, attn, mask = self._tensors(chunk)
             if cfg.recompute_logprobs:
                 with self._policy_ctx():
-                    logp, _ = token_logprobs(self.policy, ids, attn, cfg.logprob_temperature)
+                    logp, _ = token_logprobs(
+                        self.policy,
+                        ids,
+                        attn,
+                        cfg.logprob_temperature,
+                        mask=mask,
+                        chunk_size=cfg.logprob_chunk,
+                    )
                 for t, vals in zip(chunk, gather_response(logp.float().cpu(), mask.cpu()), strict=True):
                     if real:
                         t.extra["engine_logprobs"] = t.behaviour_logprobs
                         t.behaviour_logprobs = vals
             if self.reference is not None:
-                ref, _ = token_logprobs(self.reference, ids, attn, cfg.logprob_temperature)
+                ref, _ = token_logprobs(
+                    self.reference,
+                    ids,
+                    attn,
+                    cfg.logprob_temperature,
+                    mask=mask,
+                    chunk_size=cfg.logprob_chunk,
+                )
                 for t, vals in zip(chunk, gather_response(ref.float().cpu(), mask.cpu()), strict=True):
                     if real:
                         t.extra["ref_logprobs"] = vals
@@ -429,6 +460,7 @@ class Trainer:
                     self.sched.step()
         if cfg.schedule_unit == "rollout":
             self.sched.step()
+        self.opt.zero_grad(set_to_none=True)  # no gradients held through the rollout (vLLM's memory)
         return acc.summary(time.perf_counter() - t0, lr=self.sched.get_last_lr()[0]) | probe.read("update")
 
     def _optimizer_step(
@@ -467,7 +499,15 @@ class Trainer:
             ref_rows = [t.extra.get("ref_logprobs", t.behaviour_logprobs) for t in rows]
             ref = per_token(ref_rows, cpu_mask).to(self.device)
         with self._policy_ctx():
-            logp, ent = token_logprobs(self.policy, ids, attn, cfg.logprob_temperature, with_entropy=True)
+            logp, ent = token_logprobs(
+                self.policy,
+                ids,
+                attn,
+                cfg.logprob_temperature,
+                with_entropy=True,
+                mask=mask,
+                chunk_size=cfg.logprob_chunk,
+            )
         loss, stats = ppo_loss(
             logp,
             old,
@@ -527,6 +567,11 @@ class Trainer:
         out = summarize([s for s in shares if s is not None])
         out["eval_s"] = time.perf_counter() - t0
         return out
+
+
+def _lengths(turns: Iterable[Turn]) -> list[int]:
+    """Row lengths (prompt + response tokens) for micro-batch packing."""
+    return [len(t.prompt_ids) + len(t.response_ids) for t in turns]
 
 
 def _set_advantage(turn: Turn, value: Any) -> None:

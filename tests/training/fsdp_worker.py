@@ -91,6 +91,7 @@ def main(output: str, dtype: str = "float32", tp: str = "1", engine: str = "tran
     if engine == "vllm":  # the preset's vLLM settings; device=cpu only because of the double
         over.update(steps=2, engine="vllm", vllm_tensor_parallel=tp, recompute_logprobs=True)
         over.update(eval_every=1, eval_episodes=2, tracker="tensorboard")
+        over.update(batch_composition="oversample")  # the reference's batch, stopping on a per-round gather
     cfg = build_config("micro", overrides=over)
     trainer = Trainer(cfg, output, log=lambda *_: None)
     if engine == "vllm":

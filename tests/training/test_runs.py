@@ -134,9 +134,10 @@ def test_loss_logprobs_use_logprob_temperature(tmp_path, monkeypatch, micro_mode
     seen = []
     real = trainer_mod.token_logprobs
 
-    def spy(model, ids, attn, temperature=1.0, with_entropy=False):
+    def spy(model, ids, attn, temperature=1.0, with_entropy=False, **kw):
         seen.append(temperature)
-        return real(model, ids, attn, temperature, with_entropy)
+        assert kw.get("mask") is not None  # response positions only
+        return real(model, ids, attn, temperature, with_entropy, **kw)
 
     monkeypatch.setattr(trainer_mod, "token_logprobs", spy)
     over = {"model": str(micro_model_dir), "steps": 1, "eval_every": 0, "save_every": 0}

@@ -75,7 +75,10 @@ class TransformersEngine:
             ids, attn, mask = build_rows(
                 prompts[i : i + self.score_batch_size], responses[i : i + self.score_batch_size], self.pad_id
             )
-            logp, _ = token_logprobs(self.model, ids.to(self.device), attn.to(self.device), temperature)
+            # the response positions only, as the trainer scores them (training/loss.py)
+            logp, _ = token_logprobs(
+                self.model, ids.to(self.device), attn.to(self.device), temperature, mask=mask.to(self.device)
+            )
             out.extend(gather_response(logp.cpu(), mask))
         return out
 

@@ -178,5 +178,8 @@ class VLLMEngine:
 
     def wake_up(self) -> None:
         if self.asleep:
+            # blocks training freed (activations, gathered weights, log-prob chunks) stay in
+            # torch's cache unless returned: vLLM's wake-up allocates outside that cache
+            torch.cuda.empty_cache()
             self.llm.wake_up()
             self.asleep = False
