@@ -79,13 +79,16 @@ def gather_response(values: torch.Tensor, loss_mask: torch.Tensor) -> list[list[
 
 
 def pack_rows(lengths: list[int], max_rows: int, max_tokens: int = 0) -> list[list[int]]:
-    """Row indices grouped into micro-batches, longest rows first.
+    """Row indices grouped into micro-batches.
 
-    A micro-batch holds at most `max_rows` rows and, when `max_tokens` > 0, at most `max_tokens`
-    padded tokens (its row count x its longest row); a row longer than the budget goes alone.
-    Sorting by length keeps rows of similar length together, so padding stays small; the order
-    of rows inside an optimizer step does not change its summed gradient.
+    Without a budget (`max_tokens` <= 0): `max_rows` consecutive rows at a time, in order. With
+    one: longest rows first, at most `max_rows` rows and `max_tokens` padded tokens (row count x
+    longest row) a micro-batch; a row longer than the budget goes alone. Sorting by length keeps
+    rows of similar length together, so padding stays small; the order of rows inside an
+    optimizer step does not change its summed gradient (up to rounding).
     """
+    if max_tokens <= 0:
+        return [list(range(i, min(i + max_rows, len(lengths)))) for i in range(0, len(lengths), max_rows)]
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     out: list[list[int]] = []
     for i in order:

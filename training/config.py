@@ -87,7 +87,7 @@ class TrainConfig:
     minibatches: int = 48  # optimizer steps per PPO epoch (reference: 384 / 8 trajectories = 48)
     micro_batch_size: int = 8  # rows (turns) per forward/backward, at most
     # padded tokens (rows x longest row) per forward/backward, at most; a longer row goes alone.
-    # 0: rows only. Rows are packed longest first (training/batch.py:pack_rows)
+    # 0: rows only, in order; with a budget rows are packed longest first (batch.py:pack_rows)
     micro_batch_tokens: int = 0
     logprob_chunk: int = 1024  # response positions whose full-vocabulary logits exist at once
     loss_agg: str = "trajectory"  # token mean per "trajectory" (reference) or per "turn", then mean

@@ -307,7 +307,10 @@ class Trainer:
             rollout_envs=rollout_envs(cfg),
             dp_rank=lay.dp_rank,
             dp_size=lay.dp_size,
-            seed=derive_seed(cfg.seed, "step", step),
+            # oversample: one plan over all environments; fixed: each rank's own, as before
+            seed=derive_seed(cfg.seed, "step", step)
+            if cfg.batch_composition == "oversample"
+            else derive_seed(cfg.seed, "step", step, lay.dp_rank),
             opponent=cfg.opponent,
             mix_opponent=cfg.mix_opponent,
             mix_fraction=cfg.mix_fraction,

@@ -9,8 +9,8 @@ import pytest
 from training.batch import pack_rows
 
 
-def test_rows_only_without_a_budget():
-    assert pack_rows([5, 9, 7, 1, 3], max_rows=2) == [[1, 2], [0, 4], [3]]
+def test_rows_only_without_a_budget_keep_their_order():
+    assert pack_rows([5, 9, 7, 1, 3], max_rows=2) == [[0, 1], [2, 3], [4]]
 
 
 def test_budget_counts_padded_tokens_and_a_long_row_goes_alone():
