@@ -40,7 +40,7 @@ SETTINGS=(model="$W/model" games=tic_tac_toe prompt_style=compact enable_thinkin
   eval_every=1 eval_episodes=1 eval_opponents=random save_every=0 steps=1 live=false tracker=none)
 
 step "estimate (world size 1, $GIB GiB)"
-if "$PY" -m training.cli --preset qwen3-4b --estimate-memory --world-size 1 --gpu-memory-gib "$GIB" \
+if "$PY" -m training.cli --preset qwen3-4b --estimate-memory --world-size 1 --torchrun --gpu-memory-gib "$GIB" \
   --json "${SETTINGS[@]}" >"$W/estimate.json"; then
   "$PY" -c 'import json,sys; e=json.load(open(sys.argv[1])); print({k: e[k] for k in ("update_peak_gib","rollout_peak_gib","fits")})' "$W/estimate.json"
 else

@@ -86,6 +86,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-gib", type=float, default=None, help="GPU memory for --estimate-memory, GiB")
     p.add_argument("--json", action="store_true", help="--estimate-memory as one JSON object")
     p.add_argument(
+        "--torchrun",
+        action="store_true",
+        help="--estimate-memory for a run launched by torchrun: FSDP2 even on one rank "
+        "(always so with --world-size > 1)",
+    )
+    p.add_argument(
         "overrides", nargs="*", metavar="key=value", help="settings, e.g. lr=1e-5 games=tic_tac_toe"
     )
     return p
@@ -120,7 +126,7 @@ def estimate_memory(args: argparse.Namespace) -> int:
     cfg, world = _resolved(args)
     from training.memory import estimate
 
-    report = estimate(cfg, world, args.gpu_memory_gib)
+    report = estimate(cfg, world, args.gpu_memory_gib, sharded=world > 1 or args.torchrun)
     if args.json:
         text = json.dumps(report, indent=2)
     else:

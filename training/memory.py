@@ -213,9 +213,14 @@ def update_terms(
 
 
 def estimate(
-    cfg: TrainConfig, world_size: int, gpu_gib: float, shape: ModelShape | None = None
+    cfg: TrainConfig,
+    world_size: int,
+    gpu_gib: float,
+    shape: ModelShape | None = None,
+    sharded: bool | None = None,
 ) -> dict[str, Any]:
-    """The report `--estimate-memory` prints (GiB figures; module docstring)."""
+    """The report `--estimate-memory` prints (GiB figures; module docstring). `sharded`: the
+    policy is FSDP2-sharded (every torchrun run, one rank included); default: world_size > 1."""
     shape = shape or model_shape(cfg.model)
     row = longest_row(cfg, shape)
     worst: tuple[float, int, int, dict[str, float]] | None = None
@@ -231,6 +236,7 @@ def estimate(
             checkpointing=cfg.gradient_checkpointing,
             reference=cfg.kl_coef > 0,
             chunk=cfg.logprob_chunk,
+            sharded=sharded,
         )
         if worst is None or sum(terms.values()) > worst[0]:
             worst = (sum(terms.values()), rows, width, terms)

@@ -114,3 +114,24 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_one_torchrun_rank_is_sharded(capsys):
+    args = [
+        "--preset",
+        "qwen3-4b",
+        "--estimate-memory",
+        "--world-size",
+        "1",
+        "--gpu-memory-gib",
+        "140",
+        "--json",
+    ]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)["breakdown"]["update"]
+    assert main([*args, "--torchrun"]) == 0
+    sharded = json.loads(capsys.readouterr().out)["breakdown"]["update"]
+    shape = KNOWN_SHAPES["Qwen/Qwen3-4B"]
+    assert plain["gathered_weights"] == pytest.approx(2 * shape.params / 2**30, abs=1e-3)  # autocast copies
+    expected = (2 * shape.root_params + 10 * shape.layer_params) / 2**30  # FSDP2's gathered root and layers
+    assert sharded["gathered_weights"] == pytest.approx(expected, abs=1e-3)
