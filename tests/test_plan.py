@@ -143,3 +143,21 @@ def test_detectable_effect_has_about_80_percent_power_in_simulation(k, rho):
     plan = make_plan(task="aime", accuracy=0.5, delta=0.1, samples=k, correlation=rho)
     power = _simulated_power(30, k, 0.5, plan["mde"], plan["between_variance"], rho, reps=3000)
     assert 0.72 <= power <= 0.88, power
+
+
+def test_delta_is_in_points_through_the_cli(tmp_path):
+    """--delta 6.67 is 6.67 points (1 is one point, not 100%); a value under 1 is refused with
+    the fix; a --from run at 0% or 100% says its variance cannot be measured."""
+    res = run_cli(["plan", "--task", "aime", "--accuracy", "40", "--delta", "6.67", "--json"], timeout=60)
+    assert res.returncode == 0, res.describe()
+    assert res.summary["delta"] == pytest.approx(0.0667)
+    one = run_cli(["plan", "--task", "aime", "--accuracy", "40", "--delta", "1", "--json"], timeout=60)
+    assert one.returncode == 0 and one.summary["delta"] == pytest.approx(0.01), one.describe()
+    small = run_cli(["plan", "--task", "aime", "--accuracy", "40", "--delta", "0.05"], timeout=60)
+    assert small.returncode == 2 and small.stderr.count("\n") == 1, small.describe()
+    assert "percentage points" in small.stderr and "--delta 5" in small.stderr
+    for value, word in ((True, "100%"), (False, "0%")):
+        run = write_run(tmp_path / word.strip("%"), {str(i): [value, value] for i in range(5)})
+        flat = run_cli(["plan", "--from", str(run), "--delta", "5"], timeout=60)
+        assert flat.returncode == 2 and flat.stderr.count("\n") == 1, flat.describe()
+        assert f"accuracy {word}" in flat.stderr and "variance cannot be measured" in flat.stderr

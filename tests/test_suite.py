@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.identity import data_hash
 from mars_eval.run.rundirs import expand_models
 from mars_eval.run.runner import EvalConfig
 from mars_eval.run.suite import SharedPool, parse_data_files, route, served_models
@@ -341,12 +342,14 @@ def test_multiple_choice_k_samples_and_report(scripted_server, tmp_path):
 def test_done_before_counts_the_latest_record_of_each_key(tmp_path):
     """Resume progress: a sample that errored and was redone counts once, one still errored not
     at all, and a hand-edited line that is JSON but no record (or not JSON) is skipped."""
-    from mars_eval.run.store import config_hash, slug
+    from mars_eval.run.runner import run_folder
     from mars_eval.run.suite import Cell, _done_before
+    from mars_eval.tasks import make_task
 
     cfg = EvalConfig(task="arith", system="single", model="m", output=str(tmp_path))
     cell = Cell("m", "single", "arith", cfg, total=10)
-    folder = tmp_path / f"arith-single-{slug('m')}-{config_hash(cfg.identity('m'))}"
+    problems = make_task("arith").load()
+    folder, _ = run_folder(cfg, "single", "m", "http", data_hash(problems))
     folder.mkdir()
     lines = [
         {"key": "1#0", "error": "model access"},
@@ -358,6 +361,6 @@ def test_done_before_counts_the_latest_record_of_each_key(tmp_path):
     ]
     text = "\n".join(json.dumps(x) for x in lines) + "\nnot json\n"
     (folder / "samples.jsonl").write_text(text)
-    assert _done_before(cell) == 2
+    assert _done_before(cell, "http", problems) == 2
     cell.total = 1
-    assert _done_before(cell) == 1
+    assert _done_before(cell, "http", problems) == 1

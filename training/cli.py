@@ -42,12 +42,23 @@ HELP_DEFAULTS = {
 }
 
 
+def _version() -> str:
+    """The installed package's version (mars-train ships with mars-eval)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mars-eval")
+    except PackageNotFoundError:  # a bare checkout, not installed
+        return "0+unknown"
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = RichHelpParser(
         prog="mars-train",
         description="MARS self-play RL (turn-level advantages). Presets: `mars-eval list`.",
         defaults=HELP_DEFAULTS,
     )
+    p.add_argument("--version", action="version", version=f"mars-train {_version()}")
     p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="starting configuration")
     p.add_argument(
         "--output", default=None, help="run folder (checkpoints/, metrics.jsonl); required to train"

@@ -100,9 +100,10 @@ def mas(
     validate.check_model_and_output(base_url, model, output)
     validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
     validate.check_choice("--autogen-client", autogen_client, ("auto", "openai", "adapter"))
-    from mars_eval.mas import check_options
+    from mars_eval.mas import check_options, check_system_flags
 
     check_options(autogen_style, mad_judge)
+    check_system_flags([system], given)  # "--votes is used by vote only": one line, exit 2
     from mars_eval.tasks import task_with_gpqa_order
 
     task = task_with_gpqa_order(task, gpqa_order)
@@ -268,6 +269,9 @@ for _module in (stats_cmds, suite_cmds, info_cmds):
     _module.register(app)
 
 
+INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
+
+
 def main() -> None:
     """Console entry point. Exit codes (mars_eval.cli.exitcodes): 0 all scored, 3 finished with errored
     samples, 2 bad input (ConfigError: one line; click's usage errors), 1 unexpected (a run folder
@@ -286,14 +290,15 @@ def main() -> None:
         print(f"error: {plain(exc.format_message())}{where}", file=sys.stderr)
         sys.exit(exitcodes.BAD_INPUT)
     except typer.Abort:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        code = INTERRUPTED
     except ConfigError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.BAD_INPUT)
     except StoreError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.UNEXPECTED)
+    if code == INTERRUPTED:  # Ctrl-C (typer turns it into exit 130): finished work is on disk
+        print("interrupted: what finished is kept; run the same command again to resume", file=sys.stderr)
     sys.exit(code if isinstance(code, int) else 0)
 
 

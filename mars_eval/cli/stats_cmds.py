@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from mars_eval.models.base import ConfigError
+
 JsonOut = Annotated[
     bool, typer.Option("--json", help="Print a JSON object as the last stdout line", show_default="off")
 ]
@@ -28,7 +30,9 @@ def compare(
 
 
 def plan(
-    delta: Annotated[float, typer.Option(help="Effect to detect: fraction (0.0667) or points (6.67)")],
+    delta: Annotated[
+        float, typer.Option(help="Effect to detect, in percentage points (5 = 5 points, 40% -> 45%)")
+    ],
     task: Annotated[
         str | None, typer.Option(help="Task (sets the number of problems)", show_default="the --from run's")
     ] = None,
@@ -69,17 +73,25 @@ def plan(
     ] = None,
     json_out: JsonOut = False,
 ) -> None:
-    """Minimum detectable effect (80% power, alpha 0.05) and the K needed to detect --delta."""
+    """Minimum detectable effect (80% power, alpha 0.05) and the K needed to detect --delta.
+
+    Give --delta with either --task and --accuracy (assumed variances) or --from RUN (the run's
+    measured variances; --task and --accuracy may be added to check and rescale them).
+    """
     from mars_eval.analysis.planning import plan_command
 
+    check_delta(delta)
+    runs = _runs(from_run, more_runs)
+    if runs is not None and len(runs) == 1:
+        check_measurable(runs[0])
     raise typer.Exit(
         plan_command(
             json_out=json_out,
             task=task,
             accuracy=accuracy,
-            delta=delta,
+            delta=delta / 100,
             samples=samples,
-            from_run=_runs(from_run, more_runs),
+            from_run=runs,
             problems=problems,
             between_share=between_share,
             correlation=correlation,
@@ -96,6 +108,37 @@ def _runs(from_run: list[str] | None, more: list[str] | None) -> list[str] | Non
         raise ConfigError(f"unexpected argument {more[0]!r}; run folders go after --from")
     runs = [*(from_run or []), *(more or [])]
     return runs or None
+
+
+def check_delta(delta: float) -> None:
+    """--delta is in percentage points only: a value under 1 is most likely a fraction (0.05 for
+    5 points), which would ask for an effect of 0.05 points; refused with the fix in one line."""
+    if abs(delta) < 1:
+        raise ConfigError(
+            f"--delta is in percentage points (5 means 5 points); {delta:g} is under 1 point. "
+            f"For a fraction give it times 100: --delta {delta * 100:g}"
+        )
+    if abs(delta) > 100:
+        raise ConfigError(f"--delta is in percentage points, at most 100 (got {delta:g})")
+
+
+def check_measurable(run_dir: str) -> None:
+    """A run whose scored samples are all right or all wrong has no variance to measure: every
+    effect would look detectable. One line, exit 2, before any planning."""
+    from pathlib import Path
+
+    from mars_eval.run.rundirs import classify
+
+    run = classify(Path(run_dir)) if Path(run_dir).is_dir() else None
+    if run is None or run.kind != "mas":
+        return  # the planner says what is wrong with it
+    scored = [bool(r.get("correct")) for r in run.records if not r.get("error")]
+    if scored and len(set(scored)) == 1:
+        acc = "100%" if scored[0] else "0%"
+        raise ConfigError(
+            f"--from {run_dir}: accuracy {acc} (every scored sample {'right' if scored[0] else 'wrong'}), "
+            "so the variance cannot be measured; give --task T --accuracy P for an assumed variance"
+        )
 
 
 def register(app: typer.Typer) -> None:

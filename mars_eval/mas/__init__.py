@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from mars_eval.mas.base import System
-from mars_eval.mas.options import AUTOGEN_STYLES, MAD_JUDGE_VIEWS
+from mars_eval.mas.options import (
+    AUTOGEN_STYLES,
+    MAD_JUDGE_VIEWS,
+    SYSTEM_FLAGS,
+    check_system_flags,
+    used_options,
+)
 from mars_eval.models.base import ConfigError
 
 SYSTEM_NAMES = (
@@ -122,19 +128,25 @@ def make_system(name: str, **options: Any) -> System:
     raise ConfigError(f"unknown system {name!r}; choose one of: {', '.join(SYSTEM_NAMES)}")
 
 
-# The run configuration's fields (EvalConfig's) that make_system reads.
-SYSTEM_OPTIONS = (
-    "rounds",
-    "agents",
-    "votes",
-    "autogen_client",
-    "autogen_style",
-    "mad_judge",
-    "samples_per_answer",
-    "turns",
-    "topology",
-    "macnet_handoff",
-)
+# The run configuration's fields (EvalConfig's) that make_system reads: the rows of the table of
+# which system uses which option (`mas.options.SYSTEM_FLAGS`).
+SYSTEM_OPTIONS = tuple(SYSTEM_FLAGS)
+
+__all__ = [
+    "AUTOGEN_STYLES",
+    "MAD_JUDGE_VIEWS",
+    "PROTOCOL_VERSIONS",
+    "SYSTEM_OWN_OPTIONS",
+    "SYSTEM_FLAGS",
+    "SYSTEM_NAMES",
+    "SYSTEM_OPTIONS",
+    "check_options",
+    "check_system_flags",
+    "make_system",
+    "mas_identity",
+    "system_for",
+    "used_options",
+]
 
 
 def system_for(name: str, cfg: Any) -> System:

@@ -14,23 +14,35 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from mars_eval.mas import mas_identity, system_for
+from mars_eval.mas import mas_identity, system_for, used_options
 from mars_eval.mas.base import SampleContext, System
 from mars_eval.models import default_model, make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
 from mars_eval.run.failures import error_kinds, sample_error, stops_run
+from mars_eval.run.identity import (
+    IDENTITY_VERSION,
+    command_hash,
+    data_hash,
+    engine_kind,
+    model_identity,
+    read_config,
+    run_name,
+    siblings,
+    stored_differences,
+)
 from mars_eval.run.matching import find_mad_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
-from mars_eval.run.store import CachedClient, RunStore, slug
-from mars_eval.tasks import make_task
+from mars_eval.run.store import LOCK_NAME, CachedClient, RunStore, held_lock
+from mars_eval.tasks import load_problems, make_task
 from mars_eval.tasks.base import Problem, Task
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
@@ -64,9 +76,30 @@ class EvalConfig:
     macnet_handoff: str | None = None  # what a macnet edge hands over (default maslab)
     vote_match: dict[str, Any] | None = None  # the mad run a vote run was matched to (mas.matching)
 
-    def identity(self, model_name: str) -> dict[str, Any]:
-        """What decides results, hence the run folder's hash. Limit and samples are left out on
-        purpose: a larger --limit or --samples later reuses the samples already finished."""
+    def identity(self, model: dict[str, Any], data: str) -> dict[str, Any]:
+        """What decides results, hence the run folder's hash (see `run.identity`): `model` is
+        `identity.model_identity(...)`, `data` the hash of the loaded problems. Limit and samples
+        are left out on purpose: a larger --limit or --samples reuses finished samples."""
+        return {
+            "identity": IDENTITY_VERSION,
+            "task": self.task,
+            "data": data,
+            "system": self.system,
+            **model,
+            "seed": self.seed,
+            "params": self.params.to_dict(),
+            **used_options(self.system, self),
+            **mas_identity(
+                self.system,
+                autogen_style=self.autogen_style,
+                mad_judge=self.mad_judge,
+                matched_to=(self.vote_match or {}).get("run"),
+            ),
+        }
+
+    def legacy_identity(self, model_name: str) -> dict[str, Any]:
+        """The identity of versions before `identity` 2 (the options as given, the data path
+        instead of the data): recomputed to find and resume a folder such a version made."""
         return {
             "task": self.task,
             "system": self.system,
@@ -91,6 +124,66 @@ class EvalConfig:
         }
 
 
+def run_folder(
+    cfg: EvalConfig, system: str, model_name: str, engine: str, data: str
+) -> tuple[Path, dict[str, Any]]:
+    """(the run folder, its identity) of a run: the one place `mas` and `suite` name folders."""
+    identity = cfg.identity(model_identity(model_name, engine), data)
+    return Path(cfg.output) / run_name(cfg.task, system, model_name, identity), identity
+
+
+def open_run(
+    cfg: EvalConfig,
+    system: str,
+    model_name: str,
+    engine: str,
+    problems: list[Problem],
+    say: Callable[[str], None],
+) -> RunStore:
+    """The run store of this configuration, with one line said when the folder is not the one
+    the user may expect: an older version's folder resumed under its new name, or a new run
+    because the data changed (old and new records are never mixed)."""
+    path, identity = run_folder(cfg, system, model_name, engine, data_hash(problems))
+    config = {**identity, "command": command_hash(identity)}
+    output = Path(cfg.output)
+    if not path.exists() and not cfg.fresh:
+        legacy = output / run_name(cfg.task, system, model_name, cfg.legacy_identity(model_name))
+        older = [p for p in siblings(output, path.name) if "identity" not in read_config(p)]
+        if legacy in older:
+            older.remove(legacy)
+            with held_lock(legacy / LOCK_NAME, f"run folder {legacy}"):
+                differ = stored_differences(legacy, problems)
+                if not differ:
+                    legacy.rename(path)
+            if differ:
+                say(
+                    f"{legacy.name} (made by an earlier version) holds {differ} samples of other "
+                    f"problems or golds than the data now loaded: starting a new run {path.name}"
+                )
+            else:
+                config["call_model"] = model_name  # its stored calls were keyed by the name as given
+                say(f"resuming {legacy.name} (made by an earlier version) as {path.name}")
+        if not path.exists():
+            for other in siblings(output, path.name):
+                stored = read_config(other)
+                if stored.get("command") == config["command"] and stored.get("data") != identity["data"]:
+                    say(
+                        f"the data changed: {other.name} holds other problems or golds than the data "
+                        f"now loaded; starting a new run {path.name} (the old folder is kept)"
+                    )
+                    break
+        if older:
+            names = ", ".join(p.name for p in older)
+            say(
+                f"{len(older)} run folder(s) of this task, system and model were made by an "
+                f"earlier version whose settings cannot be recomputed, so they are not resumed: {names}"
+            )
+    elif path.exists():
+        config["call_model"] = read_config(path).get("call_model", identity["model"])
+    config.setdefault("call_model", identity["model"])
+    return RunStore(path, config, fresh=cfg.fresh)
+
+
 def matched_votes(cfg: EvalConfig, console: Console, model: str | None = None) -> int | None:
     """Votes for a compute-matched `vote` run (see `mas.matching`): the mean calls per sample,
     rounded half up, of the newest finished `mad` run on the same task and model in the same
@@ -105,6 +198,30 @@ def matched_votes(cfg: EvalConfig, console: Console, model: str | None = None) -
         f" -> {match['votes']} votes"
     )
     return match["votes"]
+
+
+def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
+    """The problems a run evaluates: the first --limit of them (ConfigError when none)."""
+    if cfg.limit is not None:
+        problems = problems[: cfg.limit]
+    if not problems:
+        raise ConfigError("no problems to run (empty data or --limit 0)")
+    return problems
+
+
+def most_calls(system: System) -> int:
+    """The most calls one sample of `system` makes (the progress bar's steps per sample)."""
+    explicit = getattr(system, "max_calls", None)
+    if isinstance(explicit, int):
+        return explicit
+    rounds, agents, votes = (getattr(system, a, None) for a in ("rounds", "agents", "votes"))
+    if system.name == "mad" and isinstance(rounds, int):
+        return 3 * rounds + 2  # three debaters per round, then the judge's two calls
+    if isinstance(agents, int) and isinstance(rounds, int):
+        return agents * rounds
+    if isinstance(votes, int):
+        return votes
+    return 1
 
 
 def sample_key(problem: Problem, k: int) -> str:
@@ -209,11 +326,8 @@ async def run_eval(
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     if problems is None:
-        problems = task.load(data_files=cfg.data_files, seed=cfg.seed)
-    if cfg.limit is not None:
-        problems = problems[: cfg.limit]
-    if not problems:
-        raise ConfigError("no problems to run (empty data or --limit 0)")
+        problems = load_problems(task, cfg.data_files, cfg.seed)
+    loaded, problems = problems, select(problems, cfg)
     client = client or make_client(
         cfg.model,
         cfg.base_urls,
@@ -225,6 +339,10 @@ async def run_eval(
     # An in-process engine is loaded at the first call the run store cannot answer (a rerun
     # whose calls are all stored never loads it); an endpoint is checked before any work.
     lazy = not isinstance(client, HTTPClient)
+
+    def say(line: str) -> None:
+        console.print(escape(line), highlight=False, soft_wrap=True)  # one line, never wrapped
+
     try:
         if not lazy:
             await client.check()
@@ -237,17 +355,14 @@ async def run_eval(
                 system.bind_endpoint(client, model_name)
             elif system.client == "openai":
                 raise ConfigError("--autogen-client openai needs --base-url")
-        identity = cfg.identity(model_name)
-        store = RunStore.for_run(
-            cfg.output, f"{task.name}-{system.name}-{slug(model_name)}", identity, cfg.fresh
-        )
+        store = open_run(cfg, system.name, model_name, engine_kind(client), loaded, say)
         try:
             return await _run(
                 cfg,
                 task,
                 system,
                 problems,
-                CachedClient(client, store, lazy_check=lazy),
+                CachedClient(client, store, lazy_check=lazy, key_model=store.config["call_model"]),
                 store,
                 console,
                 progress,
@@ -288,13 +403,20 @@ async def _run(
     # Sample-major order, so a capped server sees every problem early.
     units = [(p, k) for k in range(cfg.samples) for p in problems]
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
-    if len(todo) < len(units):
+    stored = store.reusable_calls()
+    if len(todo) < len(units) or stored:  # a rerun (after a kill, Ctrl-C or an outage) says so
         console.print(
-            f"resuming: {len(units) - len(todo)} of {len(units)} samples done, {len(todo)} to run",
+            f"resuming: {len(units) - len(todo)} of {len(units)} samples done, {stored} stored calls "
+            f"reused, {len(todo)} to run",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
-    with RunProgress(console, total=len(units), done=len(units) - len(todo), enabled=show_progress) as bar:
+    done = len(units) - len(todo)
+    with RunProgress(
+        console, total=len(units), done=done, enabled=show_progress, calls_per_sample=most_calls(system)
+    ) as bar:
+        client.on_reply = bar.reply
         earlier = store.records()
         for rec in (earlier.get(sample_key(p, k)) for p, k in units):
             if rec and not rec.get("error"):
@@ -303,7 +425,7 @@ async def _run(
         async def run_unit(problem: Problem, k: int) -> None:
             record = await solve_one(system, task, problem, k, client, cfg)
             store.append(record)
-            bar.advance(record, sent_calls=client.sent)
+            bar.advance(record)
             if on_record is not None:
                 on_record(record)
 

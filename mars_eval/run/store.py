@@ -47,7 +47,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -357,6 +357,12 @@ class RunStore:
     def count_calls(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
+    def reusable_calls(self) -> int:
+        """Stored calls a rerun can answer from the store: those holding their text, and those
+        whose reference still finds its sample (a reference into a lost sample is sent again)."""
+        refs = self._db.execute("SELECT json_extract(response, '$.ref') FROM calls").fetchall()
+        return sum(1 for (ref,) in refs if ref is None or ref in self._records)
+
     # --- time and summary ----------------------------------------------------------------
     def wall_seconds(self) -> float:
         """Wall time over every run of this folder: earlier runs' plus this one's so far."""
@@ -451,36 +457,51 @@ class CachedClient:
     first call the store cannot answer, so a rerun whose calls are all stored never loads it.
     """
 
-    def __init__(self, inner: ModelClient, store: RunStore, *, lazy_check: bool = False):
+    def __init__(
+        self, inner: ModelClient, store: RunStore, *, lazy_check: bool = False, key_model: str | None = None
+    ):
         self.inner = inner
         self.store = store
         self.model = inner.model
+        # The model name in call keys: the run's model identity (a checkpoint's resolved path),
+        # or for a folder made by an earlier version, the name its calls were stored under.
+        self.key_model = key_model or inner.model
         self.sent = 0  # calls actually sent this process (not served from the store)
+        # Told of every finished call (completion tokens, sent now rather than stored): live progress.
+        self.on_reply: Callable[[int, bool], None] | None = None
         self._lazy = lazy_check
         self._checked = False
         self._check_lock: asyncio.Lock | None = None
 
     def stored_reply(self, messages: list[Message], params: SamplingParams) -> ChatResponse | None:
-        hit = self.store.get_call(RunStore.call_key(self.model, messages, params))
+        hit = self.store.get_call(RunStore.call_key(self.key_model, messages, params))
         if hit is not None:
             hit.cached = True
+            self._replied(hit, False)
         return hit
 
     def store_reply(self, messages: list[Message], params: SamplingParams, resp: ChatResponse) -> None:
         self.sent += 1
-        self.store.put_call(RunStore.call_key(self.model, messages, params), resp)
+        self.store.put_call(RunStore.call_key(self.key_model, messages, params), resp)
+        self._replied(resp, True)
+
+    def _replied(self, resp: ChatResponse, sent: bool) -> None:
+        if self.on_reply is not None:
+            self.on_reply(resp.completion_tokens, sent)
 
     async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
-        key = RunStore.call_key(self.model, messages, params)
+        key = RunStore.call_key(self.key_model, messages, params)
         hit = self.store.get_call(key)
         if hit is not None:
             hit.cached = True
+            self._replied(hit, False)
             return hit
         if self._lazy and not self._checked:
             await self.check()
         resp = await self.inner.chat(messages, params)
         self.sent += 1
         self.store.put_call(key, resp)
+        self._replied(resp, True)
         return resp
 
     @property

@@ -19,7 +19,6 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -32,11 +31,13 @@ from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, list_models, normalize_base_url
 from mars_eval.models.retry import RetryPolicy
 from mars_eval.run.failures import BAD_INPUT, exit_code, exit_code_of
+from mars_eval.run.identity import data_hash, engine_kind
 from mars_eval.run.progress import progress_bar
 from mars_eval.run.rundirs import read_records
-from mars_eval.run.runner import EvalConfig, run_eval
-from mars_eval.run.store import config_hash, slug
+from mars_eval.run.runner import EvalConfig, run_eval, run_folder
+from mars_eval.run.store import slug
 from mars_eval.tasks import Problem, make_task
+from mars_eval.tasks import load_problems as load_task_problems
 
 SUITE_FILE = "suite.json"  # the models, systems and tasks as named: the report's order and base
 
@@ -175,8 +176,8 @@ def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
     missing file is a ConfigError here, not in the middle of the suite)."""
     loaded = {}
     for task_name in plan.tasks:
-        problems = make_task(task_name).load(
-            data_files=plan.data_files.get(task_name), seed=plan.template.seed
+        problems = load_task_problems(
+            make_task(task_name), plan.data_files.get(task_name), plan.template.seed
         )
         kept = problems if plan.template.limit is None else problems[: plan.template.limit]
         if not kept:
@@ -185,14 +186,14 @@ def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
     return loaded
 
 
-def _done_before(cell: Cell) -> int:
-    """Samples of this cell finished by an earlier run (resume), read without touching the file."""
+def _done_before(cell: Cell, engine: str, problems: list[Problem]) -> int:
+    """Samples of this cell finished by an earlier run (resume), read without touching the file;
+    the folder is named as `mas` names it (`runner.run_folder`)."""
     if cell.cfg.fresh or (cell.system == "vote" and cell.cfg.votes is None):
         return 0
-    task, system = make_task(cell.task), cell.system
-    name = f"{task.name}-{system}-{slug(cell.model)}-{config_hash(cell.cfg.identity(cell.model))}"
-    path = Path(cell.cfg.output) / name / "samples.jsonl"
-    ok = sum(1 for r in read_records(path).values() if not r.get("error"))  # latest line per key
+    cfg = replace(cell.cfg, task=make_task(cell.task).name)
+    path, _ = run_folder(cfg, cell.system, cell.model, engine, data_hash(problems))
+    ok = sum(1 for r in read_records(path / "samples.jsonl").values() if not r.get("error"))
     return min(ok, cell.total)
 
 
@@ -257,15 +258,16 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
             raise ConfigError("--autogen-client openai needs --base-url")
         plan.models = plan.models or [default_model()]
     cells = plan_cells(plan)
-    for cell in cells:
-        cell.total = counts[cell.task] * template.samples
-        cell.done = _done_before(cell)
     try:
         if pool is None:
             for model in plan.models:
                 local[model] = make_client(
                     model, [], concurrency=template.concurrency, engine=template.engine
                 )
+        for cell in cells:
+            cell.total = counts[cell.task] * template.samples
+            engine = "http" if pool is not None else engine_kind(local[cell.model])
+            cell.done = _done_before(cell, engine, loaded[cell.task])
         with SuiteProgress(console, cells, progress) as bar:
             await _run_cells(cells, pool, local, console, bar, loaded)
     finally:

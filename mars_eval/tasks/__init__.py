@@ -21,7 +21,7 @@ TASK_ALIASES = {
     "aime2025": "aime25",
 }
 
-__all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "make_task"]
+__all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "load_problems", "make_task"]
 
 
 def make_task(name: str) -> Task:
@@ -49,6 +49,16 @@ def make_task(name: str) -> Task:
         return ArithTask()
     aliases = ", ".join(f"{a}={t}" for a, t in TASK_ALIASES.items())
     raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})")
+
+
+def load_problems(task: Task, data_files: str | None = None, seed: int = 0) -> list[Problem]:
+    """The task's problems, every id unique (a duplicate is refused before any work, naming the
+    id and both lines): what every run loads, so a problem is never counted for another."""
+    from mars_eval.tasks.loading import check_unique_ids
+
+    problems = task.load(data_files=data_files, seed=seed)
+    check_unique_ids([p.id for p in problems], data_files, task.name)
+    return problems
 
 
 GPQA_ORDERS = ("shuffled", "maslab")

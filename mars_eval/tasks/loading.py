@@ -274,3 +274,45 @@ def _check_columns(rows: list[dict[str, Any]], expected: tuple[str, ...], task: 
             f"{where}: task {task} needs columns {', '.join(expected)}; missing {', '.join(missing)}; "
             f"found {', '.join(found) or 'none'}"
         )
+
+
+def _line_numbers(data_files: str | None, count: int) -> tuple[str, list[int]]:
+    """("line", the file line of each row) for JSON lines and CSV files, else ("row", 1..count):
+    how a duplicate's place is named in the error."""
+    if data_files is None:
+        return "row", list(range(1, count + 1))
+    path = Path(data_files).expanduser()
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".jsonl", ".json"):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            numbers = [i for i, line in enumerate(lines, 1) if line.strip()]
+            if len(numbers) == count:  # JSON lines (a JSON list spans other lines: rows then)
+                return "line", numbers
+        if suffix == ".csv":
+            with path.open(newline="", encoding="utf-8") as f:
+                reader = csv.reader(f)
+                next(reader, None)
+                numbers = []
+                for _ in reader:
+                    numbers.append(reader.line_num)  # the last line of the row (quoted cells may span)
+            if len(numbers) == count:
+                return "line", numbers
+    except (OSError, UnicodeDecodeError, csv.Error):
+        pass
+    return "row", list(range(1, count + 1))
+
+
+def check_unique_ids(ids: list[str], data_files: str | None, task: str) -> None:
+    """Two problems with one id would share one resume key (one would be counted for the other):
+    refused before any work, naming the id and both places (ConfigError, exit 2)."""
+    first: dict[str, int] = {}
+    for i, pid in enumerate(ids):
+        if pid in first:
+            unit, numbers = _line_numbers(data_files, len(ids))
+            where = f"--data-files {data_files}" if data_files is not None else f"task {task}'s data"
+            raise ConfigError(
+                f"{where}: duplicate problem id {pid!r} at {unit}s {numbers[first[pid]]} and "
+                f"{numbers[i]}; every problem needs its own id"
+            )
+        first[pid] = i
