@@ -106,7 +106,7 @@ def suite(
         raise ConfigError("give at least one --task")
     from mars_eval.mas import check_system_flags
 
-    check_system_flags(system, given)  # a flag none of the systems uses: one line, exit 2
+    check_system_flags(expand_systems(system), given)  # a flag no system uses: one line, exit 2
     from mars_eval.run.rundirs import expand_models
 
     # A quoted 'DIR/checkpoints/step-*' gives the whole series (served names are kept as given).

@@ -94,6 +94,10 @@ class EvalConfig:
                 autogen_style=self.autogen_style,
                 mad_judge=self.mad_judge,
                 matched_to=(self.vote_match or {}).get("run"),
+                samples_per_answer=self.samples_per_answer,
+                turns=self.turns,
+                topology=self.topology,
+                macnet_handoff=self.macnet_handoff,
             ),
         }
 
