@@ -75,7 +75,10 @@ def test_flags_the_system_does_not_use_are_refused(tmp_path):
     base = ["--task", "arith", "--base-url", "http://127.0.0.1:9/v1", "--output", str(tmp_path / "r")]
     cases = [
         (["--system", "single", "--votes", "3"], "--votes is used by vote only"),
-        (["--system", "vote", "--rounds", "2"], "--rounds is used by mad, autogen, debate and agentverse only"),
+        (
+            ["--system", "vote", "--rounds", "2"],
+            "--rounds is used by mad, autogen, debate and agentverse only",
+        ),
         (["--system", "single", "--mad-judge", "last-round"], "--mad-judge is used by mad only"),
     ]
     for flags, line in cases:
