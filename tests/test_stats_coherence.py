@@ -50,7 +50,8 @@ def test_games_row_with_one_episode_compares(tmp_path):
         load_run(write_games_run(tmp_path / "A", ra)), load_run(write_games_run(tmp_path / "B", rb))
     )
     first = next(r for r in out["rows"] if r["seat"] == "first")
-    assert first["n_paired"] == 1 and first["p_value"] == 1.0 and first["note"] == stats.FEW_PAIRED
+    assert first["n_paired"] == 1 and first["p_value"] == 1.0
+    assert first["note"] == "fewer than 2 paired episodes: no test (p = 1) and no interval"
     assert first["win_p_value"] == 1.0
 
 

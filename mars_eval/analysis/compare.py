@@ -338,7 +338,7 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
                 "ci_high": r.ci_high,
                 "p_value": r.p_value,
                 "test": r.test,
-                "note": r.note,
+                "note": _episodes(r.note),
                 "normalized_a": game.normalize(r.accuracy_a),
                 "normalized_b": game.normalize(r.accuracy_b),
                 "delta_normalized": r.delta * slope,
@@ -351,7 +351,7 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
                 "win_ci_high": w and w.ci_high,
                 "win_p_value": w and w.p_value,
                 "win_test": w and w.test,
-                "win_note": w and w.note,
+                "win_note": w and _episodes(w.note),
                 "paper_a": ref.paper_game_return(g, seat, a.model),
                 "paper_b": ref.paper_game_return(g, seat, b.model),
             }
@@ -366,6 +366,11 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
         "rows": rows,
         "left_out": left,
     }
+
+
+def _episodes(note: str) -> str:
+    """A comparison's note in the games' unit (stats words it for problems)."""
+    return note.replace("problems", "episodes").replace("problem", "episode")
 
 
 def print_games(out: dict[str, Any], console: Console) -> None:

@@ -289,7 +289,11 @@ def paired_compare(
             test = "sign-flip-midp"
             p = sign_flip_test(d, permutation_resamples, seed)
             ci = constant_interval(float(d[0]), n, confidence, span)
-            note = "every unit differs by the same amount: the interval is a Wilson-type bound"
+            note = (
+                "no problem differs: the interval is the bound of an unseen discordance rate"
+                if d[0] == 0
+                else "every problem differs by the same amount: the interval is a Wilson-type bound"
+            )
         else:
             sf = SignFlip(d, permutation_resamples, seed)
             p, test = sf.pvalue(), "sign-flip-midp"

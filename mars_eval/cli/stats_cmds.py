@@ -56,7 +56,9 @@ def plan(
     ] = None,
     more_runs: Annotated[
         list[str] | None,
-        typer.Argument(help="RUN_B of `--from RUN_A RUN_B`", show_default=False, hidden=True),
+        typer.Argument(
+            metavar="RUN_B", help="RUN_B of `--from RUN_A RUN_B`", show_default=False, hidden=True
+        ),
     ] = None,
     problems: Annotated[
         int | None, typer.Option(help="Number of problems", show_default="the task's, or the --from run's")
