@@ -37,14 +37,17 @@ THINK_NOISE = "thinking \udfff [/] \x1b[31m"
 
 def hostile(policy: Policy) -> Callable[[ScriptedRequest], Reply]:
     """`policy`'s replies with `NOISE` before the content and `THINK_NOISE` as thinking (the
-    answer the policy gives stays what a task extracts)."""
+    answer the policy gives stays what a task extracts). A game move (content that is one
+    `<answer>...</answer>` block) carries `NOISE` in its thinking instead: the reference's answer
+    rule allows nothing beside the answer block (mars_eval/games/reference_env.py)."""
 
     def answer(req: ScriptedRequest) -> Reply:
         reply = policy(req)
         if isinstance(reply, str):
             reply = Reply(content=reply)
-        content = f"{NOISE}\n{reply.content or ''}"
-        thinking = f"{THINK_NOISE} {reply.reasoning_content or ''}"
+        move = re.fullmatch(r"<answer>.*</answer>", reply.content or "", re.DOTALL) is not None
+        content = reply.content or "" if move else f"{NOISE}\n{reply.content or ''}"
+        thinking = f"{THINK_NOISE} {NOISE if move else ''} {reply.reasoning_content or ''}"
         return Reply(content=content, reasoning_content=thinking, finish_reason=reply.finish_reason)
 
     return answer
