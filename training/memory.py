@@ -33,6 +33,8 @@ The model is analytical. Every term is bytes per GPU:
       attention mask                 rows x width^2 bytes (the boolean mask of padded rows)
       runtime                        CUDA context, NCCL and allocator slack (a constant)
       vLLM asleep                    what sleep(level=1) leaves on the GPU (a constant)
+      generation model               engine=transformers: b P, its own copy of the weights
+                                     (sharded or mixed precision); its sampling is not modelled
     rollout:
       master weights, AdamW moments, reference model as above (gradients are freed after the
       update; torch's cache is emptied before vLLM wakes up)
@@ -255,8 +257,15 @@ def estimate(
     update["runtime"] = RUNTIME_GIB if gpu else 0.0
     vllm = cfg.engine == "vllm"
     update["vllm_asleep"] = VLLM_ASLEEP_GIB if vllm else 0.0
+    # engine=transformers: its own copy of the weights in the compute dtype, unless it shares
+    # the (unsharded, unmixed) policy (training/weight_sync.make_engine); its sampling memory is
+    # not modelled
+    own_copy = not vllm and (
+        (world_size > 1 if sharded is None else sharded) or cfg.dtype != cfg.master_dtype
+    )
+    update["generation_model"] = shape.params * BYTES[cfg.dtype] / GIB if own_copy else 0.0
     # gradients are freed at the end of the update (training/trainer.py), before the rollout
-    resident = ("master_weights", "adamw_moments", "reference_model")
+    resident = ("master_weights", "adamw_moments", "reference_model", "generation_model")
     rollout = {k: update[k] for k in resident}
     rollout["vllm"] = cfg.vllm_gpu_memory_utilization * gpu_gib if vllm else 0.0
     rollout["runtime"] = update["runtime"]
