@@ -89,6 +89,12 @@ def mas(
     topology: opt.Topology = None,
     macnet_handoff: opt.MacnetHandoff = None,
     gpqa_order: opt.GpqaOrder = "shuffled",
+    question_field: opt.QuestionField = None,
+    answer_field: opt.AnswerField = None,
+    id_field: opt.IdField = None,
+    choices_field: opt.ChoicesField = None,
+    answer_type: opt.AnswerType = None,
+    problem_ids: opt.ProblemIds = None,
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
@@ -104,10 +110,20 @@ def mas(
 
     check_options(autogen_style, mad_judge)
     check_system_flags([system], given)  # "--votes is used by vote only": one line, exit 2
-    from mars_eval.tasks import task_with_gpqa_order
+    from mars_eval.tasks import make_task, task_with_gpqa_order
 
     task = task_with_gpqa_order(task, gpqa_order)
-    cfg = opt.eval_config(given, task=task, system=system, model=model, data_files=data_files)
+    options = opt.task_options(given)
+    make_task(task, **(options or {}))  # a custom-task flag with another task: one line, exit 2
+    cfg = opt.eval_config(
+        given,
+        task=task,
+        system=system,
+        model=model,
+        data_files=data_files,
+        task_options=options,
+        problem_ids=opt.problem_ids(problem_ids),
+    )
     with _maybe_serve(serve, model, cfg):
         summary = asyncio.run(run_eval(cfg))
     print_summary_table(summary, Console())

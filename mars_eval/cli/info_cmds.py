@@ -67,6 +67,7 @@ TASK_NOTES = {
     "gpqa-diamond": "GPQA-Diamond, multiple choice A-D, options shuffled (gated on the hub)",
     "gpqa-diamond-maslab": "GPQA-Diamond in MASLab's order (correct option always A)",
     "arith": "synthetic arithmetic word problems, generated offline",
+    "custom": "your own file: --data-files F [--question-field Q --answer-field A --answer-type T]",
 }
 
 OPPONENT_NOTES = {
@@ -95,7 +96,7 @@ def _tasks() -> list[dict[str, Any]]:
     for name in TASK_NAMES:
         task = make_task(name)
         source = getattr(task, "source", None)
-        repo = getattr(source, "repo", "") or "generated offline"
+        repo = getattr(source, "repo", "") or ("--data-files" if name == "custom" else "generated offline")
         if getattr(source, "config", None):
             repo += f" ({source.config})"
         size = task_size(name) if name != "arith" else getattr(task, "n", None)

@@ -169,3 +169,51 @@ def eval_config(opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
         **{k: opts[k] for k in COUNTS + SETTINGS},
         **fields,
     )
+
+
+# --task custom (`tasks.custom`) and problem selection, for `mas`.
+QuestionField = Annotated[
+    str | None,
+    typer.Option(help="--task custom: the question column", show_default="question, else problem"),
+]
+AnswerField = Annotated[
+    str | None, typer.Option(help="--task custom: the gold answer column", show_default="answer")
+]
+IdField = Annotated[
+    str | None, typer.Option(help="--task custom: the problem id column", show_default="id, else a hash")
+]
+ChoicesField = Annotated[
+    str | None,
+    typer.Option(help="--task custom: the options column (with --answer-type choice)", show_default="none"),
+]
+AnswerType = Annotated[
+    str | None,
+    typer.Option(
+        help="--task custom: math (boxed, math-verify), choice (letters, as GPQA) or exact (text)",
+        show_default="math",
+    ),
+]
+ProblemIds = Annotated[
+    str | None,
+    typer.Option(help="Only these problems: comma-separated ids (before --limit)", show_default="all"),
+]
+CUSTOM_TASK_FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
+
+
+def task_options(opts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The custom task's options as given (None when none is); make_task refuses them for
+    another task."""
+    given = {k: opts[k] for k in CUSTOM_TASK_FIELDS if opts.get(k) is not None}
+    return given or None
+
+
+def problem_ids(value: str | None) -> list[str] | None:
+    """--problem-ids a,b,c -> ["a", "b", "c"] (ConfigError when it names none)."""
+    if value is None:
+        return None
+    ids = [v.strip() for v in value.split(",") if v.strip()]
+    if not ids:
+        from mars_eval.models.base import ConfigError
+
+        raise ConfigError("--problem-ids names no id; give comma-separated problem ids")
+    return ids

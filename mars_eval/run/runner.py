@@ -75,6 +75,8 @@ class EvalConfig:
     topology: str | None = None  # macnet's graph (default random)
     macnet_handoff: str | None = None  # what a macnet edge hands over (default maslab)
     vote_match: dict[str, Any] | None = None  # the mad run a vote run was matched to (mas.matching)
+    task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
+    problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)
 
     def identity(self, model: dict[str, Any], data: str) -> dict[str, Any]:
         """What decides results, hence the run folder's hash (see `run.identity`): `model` is
@@ -84,6 +86,7 @@ class EvalConfig:
             "identity": IDENTITY_VERSION,
             "task": self.task,
             "data": data,
+            **self._task_identity(),
             "system": self.system,
             **model,
             "seed": self.seed,
@@ -100,6 +103,13 @@ class EvalConfig:
                 macnet_handoff=self.macnet_handoff,
             ),
         }
+
+    def _task_identity(self) -> dict[str, Any]:
+        """The custom task's scoring (its fields are in the data hash, through the prompts and
+        golds); nothing for the built-in tasks, whose scoring the task name fixes."""
+        if self.task != "custom":
+            return {}
+        return {"answer_type": (self.task_options or {}).get("answer_type") or "math"}
 
     def legacy_identity(self, model_name: str) -> dict[str, Any]:
         """The identity of versions before `identity` 2 (the options as given, the data path
@@ -205,7 +215,19 @@ def matched_votes(cfg: EvalConfig, console: Console, model: str | None = None) -
 
 
 def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
-    """The problems a run evaluates: the first --limit of them (ConfigError when none)."""
+    """The problems a run evaluates: those named by --problem-ids (in the data's order), then the
+    first --limit of them (ConfigError when none, or when an id names no problem)."""
+    if cfg.problem_ids:
+        known = {p.id for p in problems}
+        unknown = [i for i in dict.fromkeys(cfg.problem_ids) if i not in known]
+        if unknown:
+            sample = ", ".join(repr(p.id) for p in problems[:3])
+            raise ConfigError(
+                f"--problem-ids: no problem {', '.join(map(repr, unknown[:5]))} in task {cfg.task}'s "
+                f"{len(problems)} problems (ids look like {sample})"
+            )
+        wanted = set(cfg.problem_ids)
+        problems = [p for p in problems if p.id in wanted]
     if cfg.limit is not None:
         problems = problems[: cfg.limit]
     if not problems:
@@ -324,7 +346,7 @@ async def run_eval(
     """
     console = console or Console(stderr=True)
     quiet_interrupted_shutdown(asyncio.get_running_loop())
-    task = make_task(cfg.task)
+    task = make_task(cfg.task, **(cfg.task_options or {}))
     cfg.task = task.name  # an alias ("aime", "gpqa") names the same run folder as the task itself
     system = system_for(cfg.system, cfg)
     if cfg.samples < 1:

@@ -3,16 +3,18 @@
 Names: aime24 (alias aime), aime25, math500, gpqa-diamond (alias gpqa; options shuffled per
 question and seed, the default), gpqa-diamond-maslab (alias gpqa-maslab; MASLab's unshuffled
 order, the correct option always A, to compare with figures made with MASLab), arith
-(synthetic, offline). Modules are imported lazily so that importing this package stays cheap (the math
-scorer's worker process imports it too).
+(synthetic, offline), custom (the user's own file, `tasks.custom`). Modules are imported
+lazily so that importing this package stays cheap (the math scorer's worker process imports it).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem, ScorerError, Task
 
-TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "gpqa-diamond-maslab", "arith")
+TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "gpqa-diamond-maslab", "arith", "custom")
 TASK_ALIASES = {
     "aime": "aime24",
     "gpqa": "gpqa-diamond",
@@ -24,9 +26,18 @@ TASK_ALIASES = {
 __all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "load_problems", "make_task"]
 
 
-def make_task(name: str) -> Task:
-    """Build a task by name or alias; unknown names raise ConfigError listing the valid ones."""
+def make_task(name: str, **options: Any) -> Task:
+    """Build a task by name or alias; unknown names raise ConfigError listing the valid ones.
+    `options` are the custom task's (`tasks.custom`): given to another task, a ConfigError."""
     key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
+    given = {k: v for k, v in options.items() if v is not None}
+    if key == "custom":
+        from mars_eval.tasks.custom import CustomTask
+
+        return CustomTask(**given)
+    if given:
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise ConfigError(f"{flag} is used by --task custom only")
     if key == "aime24":
         from mars_eval.tasks.math_tasks import aime24_task
 

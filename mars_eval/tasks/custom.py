@@ -1,0 +1,188 @@
+"""`custom`: a task from the user's own file, with the built-in tasks' prompts and scorers.
+
+    mars-eval mas --task custom --data-files F [--question-field Q] [--answer-field A]
+      [--id-field I] [--choices-field C] [--answer-type math|choice|exact]
+
+The file is read as `--data-files` always is (JSON, JSONL, CSV, Parquet). Fields: the question
+(default `question`, else `problem`), the gold answer (`answer`), the problem id (`id`; a row
+without one gets a hash of its question), and for multiple choice the options (no default).
+
+Answer types, each the same prompt, extraction and scoring as a built-in task:
+- math (default): the math tasks' prompt and `\\boxed{}` answer, scored by math-verify;
+- choice: options shown as lettered lines and a final "Answer: X" line, as GPQA; the gold may
+  be the letter or the correct option's text; options are a list, a JSON list, or text with one
+  option per line; shown in the file's order (no shuffle);
+- exact: the final answer within `\\boxed{}` (or after "the answer is"), compared with the gold
+  as text, ignoring case, surrounding spaces and a final period.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from mars_eval.models.base import ConfigError
+from mars_eval.tasks.base import Problem
+from mars_eval.tasks.choice import extract_choice_letter
+from mars_eval.tasks.extract import extract_math_answer
+from mars_eval.tasks.loading import HubDataset, load_rows
+from mars_eval.tasks.math_scoring import MathScorer, canonical_math, default_scorer
+from mars_eval.tasks.math_tasks import MATH_ANSWER_FORMAT, text_id
+
+ANSWER_TYPES = ("math", "choice", "exact")
+ALL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+EXACT_ANSWER_FORMAT = "Think step by step, and put your final answer within \\boxed{}."
+FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
+
+
+def choice_format(letters: str) -> str:
+    listed = ", ".join(letters[:-1]) + f" or {letters[-1]}" if len(letters) > 1 else letters
+    return (
+        'Think step by step, then end your response with a final line of the form "Answer: X", '
+        f"where X is one of {listed}."
+    )
+
+
+def _options(value: Any) -> list[str] | None:
+    """A row's options: a list, a JSON list in text, or text with one option per line."""
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value]
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, list):
+                return [str(v).strip() for v in parsed]
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        return lines or None
+    return None
+
+
+def _exact_key(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().rstrip(".").strip()).casefold()
+
+
+class CustomTask:
+    """A task over a user's file (see the module docstring)."""
+
+    name = "custom"
+
+    def __init__(
+        self,
+        question_field: str | None = None,
+        answer_field: str | None = None,
+        id_field: str | None = None,
+        choices_field: str | None = None,
+        answer_type: str | None = None,
+        scorer: MathScorer | None = None,
+    ) -> None:
+        self.answer_type = answer_type or "math"
+        if self.answer_type not in ANSWER_TYPES:
+            allowed = ", ".join(ANSWER_TYPES)
+            raise ConfigError(f"--answer-type must be one of: {allowed} (got {answer_type!r})")
+        if self.answer_type == "choice" and not choices_field:
+            raise ConfigError("--answer-type choice needs --choices-field (the column holding the options)")
+        if choices_field and self.answer_type != "choice":
+            raise ConfigError("--choices-field is used with --answer-type choice only")
+        self.question_field = question_field
+        self.answer_field = answer_field or "answer"
+        self.id_field = id_field or "id"
+        self.choices_field = choices_field
+        self.letters = "ABCD"
+        self._scorer = scorer
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """What of the task's settings decides results (part of a run's identity)."""
+        return {"answer_type": self.answer_type}
+
+    @property
+    def answer_format(self) -> str:
+        if self.answer_type == "choice":
+            return choice_format(self.letters)
+        return MATH_ANSWER_FORMAT if self.answer_type == "math" else EXACT_ANSWER_FORMAT
+
+    @property
+    def choices(self) -> str | None:
+        """Letters of a multiple-choice task (the summary reports their spread), else None."""
+        return self.letters if self.answer_type == "choice" else None
+
+    def load(self, data_files: str | None = None, seed: int = 0) -> list[Problem]:
+        if data_files is None:
+            raise ConfigError("--task custom needs --data-files FILE (JSON, JSONL, CSV or Parquet)")
+        rows = load_rows(HubDataset(repo="", split="", columns=()), self.name, data_files)
+        found = list(rows[0])
+        question = self.question_field or next((c for c in ("question", "problem") if c in found), None)
+        needed = {"--question-field": question, "--answer-field": self.answer_field}
+        if self.choices_field:
+            needed["--choices-field"] = self.choices_field
+        for flag, column in needed.items():
+            if column is None or column not in found:
+                what = column or "question or problem"
+                raise ConfigError(
+                    f"--data-files {data_files}: no column {what!r} ({flag}); found {', '.join(found)}"
+                )
+        problems = [self._problem(row, question, i, data_files) for i, row in enumerate(rows, 1)]
+        if self.answer_type == "choice":
+            most = max(len(p.meta["options"]) for p in problems)
+            self.letters = ALL_LETTERS[:most]
+            for p in problems:  # every prompt ends with the same instruction (all letters in use)
+                p.prompt = f"{p.question}\n\n{self.answer_format}"
+        return problems
+
+    def _problem(self, row: dict[str, Any], question_field: str, number: int, where: str) -> Problem:
+        question = str(row[question_field]).strip()
+        raw_id = row.get(self.id_field)
+        pid = str(raw_id).strip() if raw_id is not None else ""
+        pid = pid or text_id("custom", question)
+        gold = str(row[self.answer_field]).strip()
+        if self.answer_type == "math":
+            return Problem(pid, f"{question}\n{MATH_ANSWER_FORMAT}", gold, question)
+        if self.answer_type == "exact":
+            return Problem(pid, f"{question}\n{EXACT_ANSWER_FORMAT}", gold, question)
+        options = _options(row.get(self.choices_field))
+        if not options or len(options) < 2 or len(options) > len(ALL_LETTERS):
+            raise ConfigError(
+                f"--data-files {where}: row {number} ({pid}) needs 2 to 26 options in {self.choices_field!r}"
+            )
+        letters = ALL_LETTERS[: len(options)]
+        if len(gold) == 1 and gold.upper() in letters:
+            letter = gold.upper()
+        elif gold in options:
+            letter = letters[options.index(gold)]
+        else:
+            raise ConfigError(
+                f"--data-files {where}: row {number} ({pid}): the answer {gold[:40]!r} is neither a "
+                f"letter {letters[0]}-{letters[-1]} nor one of the options"
+            )
+        body = question + "\n\n" + "\n".join(f"{letters[i]}) {o}" for i, o in enumerate(options))
+        return Problem(pid, body, letter, body, meta={"options": options})
+
+    @property
+    def scorer(self) -> MathScorer:
+        return self._scorer if self._scorer is not None else default_scorer()
+
+    def extract(self, text: str) -> str | None:
+        if self.answer_type == "choice":
+            return extract_choice_letter(text, self.letters)
+        return extract_math_answer(text)
+
+    def canonical(self, answer: str) -> str:
+        if self.answer_type == "math":
+            return canonical_math(answer)
+        if self.answer_type == "exact":
+            return _exact_key(answer)
+        letter = extract_choice_letter(answer, self.letters)
+        return letter if letter is not None else answer.strip().upper()
+
+    def score(self, answer: str | None, gold: str) -> bool:
+        if answer is None or not answer.strip():
+            return False
+        if self.answer_type == "math":
+            return self.scorer.equivalent(gold, answer)
+        want = gold.strip().upper() if self.answer_type == "choice" else _exact_key(gold)
+        return self.canonical(answer) == want
