@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,8 +52,9 @@ def committed_calls(run_dir: Path) -> int:
         db.close()
 
 
-def kill_part_way(args: list[str], output: Path, ok_lines: int, timeout: float = 90) -> Path:
-    """Start the command, SIGKILL it once `ok_lines` units finished without error; the run folder."""
+def kill_part_way(args: list[str], output: Path, ok_lines: int, srv: Any, timeout: float = 90) -> Path:
+    """Start the command, SIGKILL it once `ok_lines` units finished without error; the run folder.
+    Returns once `srv` has logged the outcome of every call the kill cut off."""
     proc = start_cli(args, env=ENV)
     deadline = time.monotonic() + timeout
     try:
@@ -68,7 +70,7 @@ def kill_part_way(args: list[str], output: Path, ok_lines: int, timeout: float =
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
-        time.sleep(0.3)  # the server logs the calls the kill cut off
+        srv.wait_settled()  # the server logs the calls the kill cut off
 
 
 def key_written_nowhere(run_dir: Path) -> None:
@@ -99,7 +101,7 @@ def test_mas_against_a_hostile_endpoint(tmp_path, system):
 
         # 2. Healed; killed part-way; the same command finishes the run.
         srv.app.failing = None
-        run_dir = kill_part_way(args, output, ok_lines=1)
+        run_dir = kill_part_way(args, output, ok_lines=1, srv=srv)
         first = run_lines(run_dir)
         finished = {r["key"] for r in first if not r["error"]}
         assert 1 <= len(finished) < N
@@ -151,7 +153,7 @@ def test_games_llm_agent_against_a_hostile_endpoint(tmp_path):
         assert res.summary["errors"] == episodes and srv.stats()["ok"] == 0
 
         srv.app.failing = None
-        run_dir = kill_part_way(args, output, ok_lines=2)
+        run_dir = kill_part_way(args, output, ok_lines=2, srv=srv)
         first = run_lines(run_dir)
         committed, ok_first = committed_calls(run_dir), srv.stats()["ok"]
         assert 2 <= sum(not r["error"] for r in first) < episodes

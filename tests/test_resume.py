@@ -77,7 +77,7 @@ def test_sigkill_then_resume(setup):
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    time.sleep(0.3)  # let the server log the calls the kill cut off
+    srv.wait_settled()  # the server logs the calls the kill cut off
 
     run_dir = samples.parent
     first = whole_lines(samples)

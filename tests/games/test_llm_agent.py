@@ -206,11 +206,11 @@ def test_model_errors_are_kept_apart_and_resumed(tmp_path):
 
 
 def test_episodes_run_side_by_side(tmp_path):
+    """Episodes wait on their calls side by side, up to --concurrency of them: the client sees
+    that many calls in flight at once (one after another it would see one)."""
     client = FakeClient(latency=0.02)
-    started = time.perf_counter()
-    run(config(tmp_path, episodes=16, concurrency=16), client)
-    assert client.peak >= 8
-    assert time.perf_counter() - started < len(client.calls) * 0.02 / 2
+    run(config(tmp_path, episodes=16, concurrency=8), client)
+    assert client.peak == 8
 
 
 def test_builtin_search_runs_off_the_event_loop():

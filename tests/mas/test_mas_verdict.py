@@ -1,4 +1,4 @@
-"""The verdict parser: tolerant of real model output, never executing it, bounded in time."""
+"""The verdict parser: tolerant of real model output, never executing it, never inventing an answer."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import builtins
 import json
 import os
 import random
-import time
 
 import pytest
 from mas_fakes import FakeChoiceTask, FakeMathTask
@@ -164,7 +163,7 @@ def test_extract_verdict_answer_with_the_real_tasks():
     assert extract_verdict_answer("E", gpqa) is None
 
 
-# --- fuzz: never crash, never execute, bounded time -----------------------------------------
+# --- fuzz: never crash, never execute, never invent -----------------------------------------
 
 
 @pytest.fixture
@@ -201,36 +200,41 @@ ADVERSARIAL = [
 
 @pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
 def test_adversarial_inputs(text, no_execution):
-    started = time.perf_counter()
+    # How fast such input is parsed is measured in benchmarks/, not bounded here.
     v = parse_verdict(text)
-    assert time.perf_counter() - started < 3.0
     if v is not None and v.answer is not None:
         assert isinstance(v.answer, str)
 
 
-def test_one_megabyte_of_json_ish_noise_is_fast(no_execution):
+def test_one_megabyte_of_json_ish_noise_holds_no_verdict(no_execution):
     rng = random.Random(7)
     alphabet = "{}[]\"':,\\ truefalsenull0123456789abc\n"
     text = "".join(rng.choice(alphabet) for _ in range(1_000_000))
-    started = time.perf_counter()
-    parse_verdict(text)
-    assert time.perf_counter() - started < 3.0
+    v = parse_verdict(text)  # at most an empty object: no side, no preference, no answer
+    assert v is None or (v.answer, v.side, v.preferred) == (None, None, None)
 
 
 def test_random_bytes_and_truncations(no_execution):
     rng = random.Random(0)
-    for _ in range(300):
+    for _ in range(300):  # noise holds no verdict: nothing is read from it
         blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
-        parse_verdict(blob.decode("utf-8", errors="replace"))
-        parse_verdict(blob.decode("latin-1"))
+        assert parse_verdict(blob.decode("utf-8", errors="replace")) is None
+        assert parse_verdict(blob.decode("latin-1")) is None
     good = f"Verdict:\n```json\n{LIANG}\n```"
     for cut in range(len(good) + 1):
         v = parse_verdict(good[:cut])
         if v is not None and cut < len(good) - 4:
             # A truncated object never yields the full verdict, only complete inner pieces.
             assert v.answer in (None, "72")
-    # Random single-character mutations of a valid verdict never crash.
+    # Random single-character mutations of a valid verdict: the answer read is always text that
+    # is in the reply (never invented), and most mutations (those inside the reason's text, a
+    # key's quoting the parser tolerates) still give the verdict's answer.
+    kept = 0
     for _ in range(500):
         chars = list(LIANG)
         chars[rng.randrange(len(chars))] = rng.choice("{}[]\"',:\\ xT")
-        parse_verdict("".join(chars))
+        text = "".join(chars)
+        v = parse_verdict(text)
+        assert v is None or v.answer is None or v.answer in text, text
+        kept += v is not None and v.answer == "72"
+    assert kept > 250

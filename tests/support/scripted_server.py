@@ -378,6 +378,16 @@ class ScriptedServer:
     def reset(self) -> None:
         self.app.reset()
 
+    def wait_settled(self, timeout: float = 60.0) -> None:
+        """Poll until every request received so far has its outcome logged (none still being
+        answered): the synchronisation a test needs before exact counts, e.g. after a client was
+        killed with calls in flight. Fails after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while any(e.outcome == "in_flight" for e in self.entries()):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"requests still being answered after {timeout} s")
+            time.sleep(0.01)
+
     def start(self) -> ScriptedServer:
         self._thread = threading.Thread(target=self._run, name=f"scripted-server-{id(self)}", daemon=True)
         self._thread.start()

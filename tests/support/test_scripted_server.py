@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -100,14 +99,12 @@ def test_scheduled_faults(scripted_server):
     )
     with pytest.raises(openai.APIConnectionError):
         ask(c, "a")
-    t0 = time.monotonic()
-    with pytest.raises(openai.APITimeoutError):
+    with pytest.raises(openai.APITimeoutError):  # the client gave up; the server did not answer
         ask(c, "a")
-    assert time.monotonic() - t0 < 5  # the client gave up; the server did not answer
     with pytest.raises(openai.InternalServerError):
         ask(c, "a")
     assert ask(c, "a").choices[0].message.content == "fine"
-    time.sleep(0.2)  # let the cancelled hang be logged
+    srv.wait_settled()
     outcomes = [e.outcome for e in srv.entries()]
     assert outcomes == ["500", "429", "drop", "hang", "503", "ok"]
 
@@ -155,21 +152,21 @@ def test_permanent_fault_then_cleared(scripted_server):
 def test_peak_in_flight_and_latency(scripted_server):
     srv = scripted_server(AnswerPolicy(default="ok"), latency=0.3)
 
-    async def burst() -> float:
+    async def burst() -> None:
         async with openai.AsyncOpenAI(base_url=srv.base_url, api_key="x", max_retries=0) as ac:
-            t0 = time.monotonic()
             await asyncio.gather(
                 *(
                     ac.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": f"p{i}"}])
                     for i in range(16)
                 )
             )
-            return time.monotonic() - t0
 
-    wall = asyncio.run(burst())
+    asyncio.run(burst())
+    entries = srv.entries()
     assert srv.stats()["peak_in_flight"] == 16
-    assert 0.3 <= wall < 1.5  # served side by side, not one after another (16 x 0.3 s = 4.8 s)
-    assert all(e.end - e.start >= 0.29 for e in srv.entries())
+    # Served side by side, not one after another: the last one started before the first ended.
+    assert max(e.start for e in entries) < min(e.end for e in entries)
+    assert all(e.end - e.start >= 0.29 for e in entries)  # each was held for its latency
 
 
 def test_seed_changes_reply_and_identical_bodies_share_a_key(scripted_server):
