@@ -1,6 +1,7 @@
 """Bad configurations fail before any work, with one clear line (exit status 2 from the CLI)."""
 
 import json
+import sys
 
 import pytest
 
@@ -16,9 +17,19 @@ def _preflight(tmp_path, **overrides):
     Trainer(cfg, tmp_path / "run").preflight()
 
 
-def test_presets_validate():
-    for name in PRESETS:
-        validate(build_config(name), world_size=8 if name == "qwen3-4b" else 1)
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_presets_validate(name):
+    """Each preset passes every check at the world size it is meant for, and those checks do
+    look at it: the same preset with a setting out of range is refused."""
+    from dataclasses import replace
+
+    cfg = build_config(name)
+    world = 8 if name == "qwen3-4b" else 1
+    validate(cfg, world_size=world)
+    with pytest.raises(ConfigError, match="gamma"):
+        validate(replace(cfg, gamma=0.0), world_size=world)
+    with pytest.raises(ConfigError, match="does not split evenly|vllm_tensor_parallel"):
+        validate(replace(cfg, rollout_batch=cfg.rollout_batch + 1), world_size=max(world, 2))
 
 
 def test_reference_preset_values():
@@ -65,12 +76,13 @@ def test_overrides_are_typed():
         ({"model": "/no/such/model"}, "not found"),
         ({"opponent": "mcts"}, ""),
         ({"mix_fraction": "2"}, "mix_fraction"),
-        ({"tracker": "wandb"}, "wandb"),  # not installed here: bad input, before any work
+        ({"tracker": "wandb"}, "wandb"),  # not installed: bad input, before any work
         ({"master_dtype": "bfloat16"}, "mixed-precision"),
         ({"loss_agg": "sequence"}, "loss_agg="),
     ],
 )
-def test_bad_configs(tmp_path, overrides, fragment):
+def test_bad_configs(tmp_path, monkeypatch, overrides, fragment):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # wandb not installed, even where it is
     with pytest.raises(ConfigError) as err:
         _preflight(tmp_path, **overrides)
     assert fragment in str(err.value)

@@ -92,7 +92,23 @@ def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("estimator, norm, opponent", [("trajectory", "global", "random")])
-def test_ablation_switches_run(tmp_path, estimator, norm, opponent):
+def test_ablation_switches_run(tmp_path, monkeypatch, estimator, norm, opponent):
+    """The ablation switches reach the run: the advantages come from the chosen estimator and
+    normalization (not the reference's), and the learner plays the chosen opponent."""
+    import training.trainer as trainer_mod
+
+    seen = []
+    real = trainer_mod.compute_advantages
+
+    def spy(trajs, **kwargs):
+        seen.append(kwargs)
+        return real(trajs, **kwargs)
+
+    def not_the_reference(*_a, **_k):
+        raise AssertionError("reference_advantages used despite normalization=" + norm)
+
+    monkeypatch.setattr(trainer_mod, "compute_advantages", spy)
+    monkeypatch.setattr(trainer_mod, "reference_advantages", not_the_reference)
     cfg = build_config(
         "micro",
         overrides={
@@ -104,6 +120,10 @@ def test_ablation_switches_run(tmp_path, estimator, norm, opponent):
         },
     )
     assert Trainer(cfg, tmp_path / "r", **QUIET).run() == 0
+    assert seen and all((k["estimator"], k["normalization"]) == (estimator, norm) for k in seen)
+    rows = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    played = {k for row in rows for k in row if k.startswith("return_vs_")}
+    assert played and all(k.startswith(f"return_vs_{opponent}/") for k in played), played
 
 
 def test_resume_after_warm_start_has_no_duplicate_rows(tmp_path, monkeypatch):
