@@ -44,6 +44,7 @@ from mars_eval.analysis.stats import (
 from mars_eval.analysis.tables import problem_key
 from mars_eval.models.base import ConfigError
 from mars_eval.run.store import RunStore
+from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 CHANGED_SHOWN = 30  # changed problems listed in the table (all of them go to --json)
@@ -71,9 +72,9 @@ class Run:
         return str(self.config.get("model") or self.config.get("agent") or self.summary.get("model") or "")
 
 
-def load_run(path: str | Path) -> Run:
+def load_run(path: str | Path, skipped: list[str] | None = None) -> Run:
     """Read a run folder (config.json, samples.jsonl, optional summary.json); ConfigError if it
-    is not one."""
+    is not one. samples.jsonl lines that are not records are left out, named in `skipped`."""
     d = Path(path)
     if not (d / "samples.jsonl").is_file() or not (d / "config.json").is_file():
         raise ConfigError(f"{d} is not a run folder (no config.json and samples.jsonl)")
@@ -83,7 +84,10 @@ def load_run(path: str | Path) -> Run:
         summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read run folder {d}: {exc}") from None
-    records = RunStore.load_records(d / "samples.jsonl")
+    lines: list[str] = []
+    records = RunStore.load_records(d / "samples.jsonl", skipped=lines)
+    if skipped is not None:
+        skipped += [f"{d / 'samples.jsonl'} {why}" for why in lines]
     if not records:
         raise ConfigError(f"run folder {d} has no samples")
     return Run(d, config, summary, records)
@@ -426,7 +430,8 @@ def _with_paper(value: float, paper: float | None) -> str:
 # --- command -----------------------------------------------------------------------------------
 def compare_command(run_a: str, run_b: str, json_out: bool = False, seed: int = 0) -> int:
     """The CLI body: warnings on stderr, tables on stdout, the JSON object last with --json."""
-    a, b = load_run(run_a), load_run(run_b)
+    skipped: list[str] = []
+    a, b = load_run(run_a, skipped), load_run(run_b, skipped)
     if a.kind != b.kind:
         raise ConfigError(f"cannot compare a {a.kind} run with a {b.kind} run")
     warnings = config_warnings(a, b)
@@ -439,6 +444,8 @@ def compare_command(run_a: str, run_b: str, json_out: bool = False, seed: int = 
         print_games(out, console)
     else:
         print_mas(out, console)
+    for line in skipped:  # left out of the pairing, named (exit 3: a partial comparison)
+        print(f"skipped: {plain(line)}", file=sys.stderr)
     if json_out:
         print(json.dumps(out, default=str), flush=True)
-    return 0
+    return 3 if skipped else 0

@@ -8,6 +8,7 @@ both runs scored. Used by `suite` (terminal table, --json), `report` (HTML, Mark
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,11 +79,11 @@ def mas_cells(runs: list[RunDir]) -> list[MasCell]:
             latest[key] = run
     cells = []
     for (model, system, task), run in latest.items():
-        indexed = per_problem_samples(run.records)
+        indexed = per_problem_samples(run.light)
         scores = {p: [s for _, s in v] for p, v in indexed.items()}
         ids = {p: [k for k, _ in v] for p, v in indexed.items()}
         acc, low, high = interval(scores)
-        errors = sum(1 for r in run.records if r.get("error"))
+        errors = sum(1 for r in run.light if r.get("error"))
         samples = int(run.summary.get("samples") or max((len(v) for v in scores.values()), default=1))
         cells.append(
             MasCell(
@@ -217,16 +218,24 @@ def _with_paper(cell: MasCell | None, task: str) -> str:
     return text if paper is None else f"{text} (paper {paper:.2f})"
 
 
+_URL_SCHEME = re.compile(r"(?i)\b(javascript|data|vbscript|file)(\s*):")
+
+
+def md_text(value: object) -> str:
+    """Text from outside (model names, paths) as Markdown that shows it literally: backslashes,
+    pipes and angle brackets escaped (no tag, no cell break), a link or image target opener
+    "](" broken, and no javascript:/data: URL left in the output at all."""
+    text = str(value).replace("\n", " ").replace("\\", "\\\\")
+    for ch in "|<>":
+        text = text.replace(ch, "\\" + ch)
+    text = text.replace("](", "]\\(")
+    return _URL_SCHEME.sub(r"\1\2\\:", text)
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub-flavoured Markdown table. Values are data (model names come from outside): pipes
-    and angle brackets are backslash-escaped, so a name holding HTML shows as text, never a tag."""
-
-    def esc(value: str) -> str:
-        text = str(value).replace("\n", " ")
-        for ch in "|<>":
-            text = text.replace(ch, "\\" + ch)
-        return text
-
+    """A GitHub-flavoured Markdown table. Values are data (model names come from outside): see
+    `md_text`, so a name holding HTML or a link shows as text, never a tag or a link."""
+    esc = md_text
     lines = ["| " + " | ".join(esc(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(esc(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)

@@ -207,12 +207,16 @@ def games(
     output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
     json_out: opt.JsonSummary = False,
+    request_timeout: opt.RequestTimeout = None,
+    max_attempts: opt.MaxAttempts = None,
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
     from mars_eval.run.games_runner import games_command
 
-    validate.check_run_options(concurrency=concurrency)
+    validate.check_run_options(
+        concurrency=concurrency, request_timeout=request_timeout, max_attempts=max_attempts
+    )
     validate.at_least("--episodes", episodes, 1)
     validate.check_sampling(temperature=temperature, max_tokens=max_tokens)
     from mars_eval.run.rundirs import expand_models
@@ -238,6 +242,8 @@ def games(
         thinking=thinking,
         prompt_style=prompt_style,
         fresh=fresh,
+        request_timeout=request_timeout,
+        max_attempts=max_attempts,
     )
     raise typer.Exit(code or 0)
 

@@ -86,7 +86,11 @@ MacnetHandoff = Annotated[
     ),
 ]
 RequestTimeout = Annotated[
-    float | None, typer.Option(help="Seconds before a call is retried", show_default="3600")
+    float | None,
+    typer.Option(
+        help="Deadline of one attempt at a call, connect to last byte (then it is retried)",
+        show_default="3600",
+    ),
 ]
 MaxAttempts = Annotated[
     int | None, typer.Option(help="Attempts per call before it is an error", show_default="6")

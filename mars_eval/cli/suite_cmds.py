@@ -17,6 +17,7 @@ from rich.table import Table
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
+from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 Repeat = list[str] | None
@@ -141,8 +142,11 @@ def suite(
     if json_out:
         print(json.dumps({"output": output, "runs": _json_rows(cells)}, default=str), flush=True)
     # Each cell's code as a `mas` run of it alone would exit (mars_eval.run.failures), the worst
-    # one first: a bug (1), a cell refused as bad input (2), errored samples (3).
-    raise typer.Exit(exitcodes.worst(c.exit_code for c in cells))
+    # one first: a bug (1), then 3 for errored samples and for a cell that could not run (its
+    # folder in use, its model not loading: bad input found once the suite had started, named
+    # above; the same command reruns it). 2 stays "bad input before any work".
+    codes = [exitcodes.SOME_ERRORED if c.exit_code == exitcodes.BAD_INPUT else c.exit_code for c in cells]
+    raise typer.Exit(exitcodes.worst(codes))
 
 
 def expand_systems(names: list[str]) -> list[str]:
@@ -244,8 +248,12 @@ def export(
 
     output_format(out)
     validate.check_output_dir(str(Path(out).parent or "."), "--out")
-    rows = write_export(dirs, out, transcripts)
+    skipped: list[str] = []
+    rows = write_export(dirs, out, transcripts, skipped)
+    _say_skipped(skipped)
     Console(stderr=True).print(f"{rows} rows written to {escape(out)}")
+    if skipped:
+        raise typer.Exit(3)  # written, without what could not be read (named above)
 
 
 def report(
@@ -273,8 +281,18 @@ def report(
             raise ConfigError(f"{d!r} is not a folder")
     if out is not None:
         validate.check_output_dir(str(Path(out).parent or "."), "--out")
-    path = build_report(dirs, out, fmt, model)
+    skipped: list[str] = []
+    path = build_report(dirs, out, fmt, model, skipped)
+    _say_skipped(skipped)
     print(path, flush=True)
+    if skipped:
+        raise typer.Exit(3)  # written, without what could not be read (named above)
+
+
+def _say_skipped(lines: list[str]) -> None:
+    """One stderr line per run folder or samples.jsonl line left out, with the reason."""
+    for line in lines:
+        print(f"skipped: {plain(line)}", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

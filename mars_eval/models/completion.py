@@ -16,6 +16,7 @@ import re
 
 import httpx
 
+from mars_eval.models.access import scrub
 from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
 
 COMPLETION = "mars_completion"  # response extension: the decoded completion (parsed once)
@@ -39,7 +40,7 @@ def search(pattern: re.Pattern[bytes], literal: bytes, data: bytes) -> re.Match[
 def not_json_message(content_type: str | None, body: bytes) -> str:
     """One line for a 200 reply that is not JSON (a proxy's HTML page, a truncated body), quoting
     its start with repr so that escape codes in it stay inert."""
-    start = body[:80].decode("utf-8", "replace")
+    start = scrub(body[:80].decode("utf-8", "replace"))
     kind = content_type or "no content type"
     return f"malformed reply: the server answered 200 with a body that is not JSON ({kind}): {start!r}"
 

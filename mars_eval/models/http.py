@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -30,6 +29,7 @@ import aiohttp
 import httpx
 import openai
 
+from mars_eval.models.access import AccessDenied, denied_status, key_hint, scrub
 from mars_eval.models.balance import Balancer, Endpoint
 from mars_eval.models.base import (
     ChatResponse,
@@ -59,6 +59,7 @@ __all__ = [
     "list_models",
     "model_access_error",
     "normalize_base_url",
+    "refused_key",
     "parse_completion",
 ]
 
@@ -87,6 +88,9 @@ class EndpointPool(httpx.AsyncBaseTransport):
         self._transport = transport  # an injected httpx transport (tests); else aiohttp sessions
         self._session: aiohttp.ClientSession | None = None  # made inside the running loop
         self.retries = 0
+        # The first 401/403 on a chat call: later chat calls get the same answer unsent (the
+        # key is wrong for all of them), so a refused key costs the calls in flight, no more.
+        self.denied: httpx.Response | None = None
 
     @property
     def endpoints(self) -> list[Endpoint]:
@@ -110,12 +114,18 @@ class EndpointPool(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()  # the body must be re-sendable on retry
+        chat = request.url.path.endswith("/chat/completions")
         async with self.balancer.limit:
+            if chat and self.denied is not None:  # checked once a slot is ours: no wait hides it
+                d = self.denied
+                return httpx.Response(d.status_code, headers=d.headers, content=d.content, request=request)
             lowered_to = None
             fitted = await self.fitter.fitted(request)
             if fitted is not None:
                 request, lowered_to = fitted
             response = await self._send_retrying(request)
+            if chat and denied_status(response.status_code) and self.denied is None:
+                self.denied = response
             for _ in range(MAX_TOKENS_RETRIES):
                 smaller = await self.fitter.lowered_after(request, response)
                 if smaller is None:
@@ -181,7 +191,9 @@ class EndpointPool(httpx.AsyncBaseTransport):
             connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
             session = self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         t = request.extensions.get("timeout", {})
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.get("connect"), sock_read=t.get("read"))
+        # The read timeout is the attempt's deadline, connect to last byte: a server trickling a
+        # byte now and then never resets it (a per-read timeout would wait for ever).
+        timeout = aiohttp.ClientTimeout(total=t.get("read"), sock_connect=t.get("connect"))
         headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
         try:
             async with session.request(
@@ -218,12 +230,15 @@ def normalize_base_url(url: str) -> str:
     return url if url.endswith("/v1") else url + "/v1"
 
 
-def model_access_error(exc: BaseException) -> ModelAccessError:
+def model_access_error(exc: BaseException) -> ModelAccessError | AccessDenied:
     """The error every client (ours, autogen-ext's) reports for a call that failed at the
     endpoint: the status and the server's message, a context refusal as `ContextOverflowError`,
-    the pool's `MalformedReply` (which openai wraps in APIConnectionError) as itself."""
+    the pool's `MalformedReply` (which openai wraps in APIConnectionError) as itself, a refused
+    key (401/403) as `AccessDenied`, which stops the run. Server text is scrubbed of keys."""
     if isinstance(exc, openai.APIStatusError):
-        message = _error_message(exc)
+        message = scrub(_error_message(exc))
+        if denied_status(exc.status_code):
+            return AccessDenied(exc.status_code, message)
         found = parse_context_overflow(message) if 400 <= exc.status_code < 500 else None
         if found is not None:
             return ContextOverflowError(
@@ -232,8 +247,8 @@ def model_access_error(exc: BaseException) -> ModelAccessError:
         return ModelAccessError(f"HTTP {exc.status_code}: {message}")
     for err in (exc, exc.__cause__):
         if isinstance(err, ModelAccessError):
-            return type(err)(*err.args)
-    return ModelAccessError(f"{type(exc).__name__}: {exc}")
+            return type(err)(*(scrub(a) if isinstance(a, str) else a for a in err.args))
+    return ModelAccessError(scrub(f"{type(exc).__name__}: {exc}"))
 
 
 class HTTPClient:
@@ -385,12 +400,8 @@ async def list_models(
                     return cards
                 except (ValueError, TypeError, AttributeError) as exc:
                     raise ConfigError(f"endpoint {base} returned a malformed model list") from exc
-            if status in (401, 403):  # the key, never quoted: where it comes from
-                raise ConfigError(
-                    f"endpoint {base} refused the API key (HTTP {status} on GET /models): set "
-                    "OPENAI_API_KEY to the key it expects"
-                    + ("" if os.environ.get("OPENAI_API_KEY") else " (it is not set)")
-                )
+            if denied_status(status):  # the key, never quoted: where it comes from
+                raise ConfigError(refused_key(base, status))
             if last or not policy.retries_status(status):
                 raise ConfigError(f"endpoint {base} answered GET /models with HTTP {status}")
         await asyncio.sleep(policy.delay(attempt, retry_after))
@@ -412,3 +423,8 @@ def _error_message(exc: openai.APIStatusError) -> str:
         if "message" in body:
             return str(body["message"])[:300]
     return str(exc)[:300]
+
+
+def refused_key(where: str, status: int) -> str:
+    """The one line for an endpoint that refused the key at GET /models (mas, games, suite)."""
+    return f"endpoint {where} refused the API key (HTTP {status} on GET /models): {key_hint()}"

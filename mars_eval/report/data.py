@@ -125,7 +125,7 @@ def problem_grid(
         columns = sorted((c for c in cells if c.task == task), key=column_key)
         by_problem: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
         for j, c in enumerate(columns):
-            for rec in c.run.records:
+            for rec in c.run.light:
                 by_problem[str(rec["problem_id"])][j].append(rec)
         problems = sorted(by_problem, key=natural_key)
         grid = {}
@@ -182,7 +182,6 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
     from mars_eval.tasks import make_task
 
     task = make_task(cell.task)
-    scored = [r for r in cell.run.records if not r.get("error")]
     cache: dict[tuple[str, str], bool | None] = {}
     unscored = 0  # answers the scorer failed on: left out, as a scorer error is no wrong answer
 
@@ -207,7 +206,13 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
     per_round_agree: dict[int, list[float]] = defaultdict(list)
     r2w = w2r = changed = debaters = 0
     rounds_run: Counter = Counter()
-    for rec in scored:
+    n = calls_all = tokens_all = 0
+    for rec in cell.run.records:  # one at a time: transcripts can be large
+        if rec.get("error"):
+            continue
+        n += 1
+        calls_all += rec.get("calls") or 0
+        tokens_all += (rec.get("prompt_tokens") or 0) + (rec.get("completion_tokens") or 0)
         answers = debater_answers(rec, cell.system, task)
         if not answers:
             continue
@@ -233,9 +238,7 @@ def debate_dynamics(cell: MasCell) -> Dynamics:
             if ra is not None and rb is not None:  # a change is counted only between scored answers
                 r2w += ra and not rb
                 w2r += rb and not ra
-    n = len(scored)
-    calls = sum(r.get("calls", 0) for r in scored) / n if n else 0.0
-    tokens_all = sum((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) for r in scored)
+    calls = calls_all / n if n else 0.0
     tokens = tokens_all / n if n else 0.0
     acc = cell.accuracy
     rounds = max(per_round_right, default=-1) + 1
@@ -276,7 +279,7 @@ def data_quality(cell: MasCell) -> Quality:
     from mars_eval.run.outcomes import outcome_summary
     from mars_eval.tasks import make_task
 
-    records = cell.run.records
+    records = cell.run.light
     kinds = Counter(str(r["error"]).split(":", 1)[0] for r in records if r.get("error"))
     choices = getattr(make_task(cell.task), "choices", None)
     return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcome_summary(records, choices))
@@ -334,13 +337,13 @@ def games_comparisons(runs: list[RunDir], models: list[str]) -> list[dict[str, A
 
     latest: dict[str, RunDir] = {}
     for run in runs:
-        if run.kind == "games" and run.records:
+        if run.kind == "games" and run.light:
             latest[run.model] = run  # runs come sorted by path; one run per model is the usual case
     if len(models) < 2 or models[0] not in latest:
         return []
 
     def as_run(run: RunDir) -> Run:
-        return Run(run.path, run.config, run.summary, {str(r["key"]): r for r in run.records})
+        return Run(run.path, run.config, run.summary, {str(r["key"]): r for r in run.light})
 
     base = as_run(latest[models[0]])
     out = []

@@ -29,6 +29,7 @@ from mars_eval.analysis import stats, tables
 from mars_eval.mas.base import expanded_transcript
 from mars_eval.report import data as report_data
 from mars_eval.report import plots
+from mars_eval.report.output import atomic_dir, atomic_file
 from mars_eval.report.structure import structure_of
 from mars_eval.run.rundirs import RunDir, find_runs
 from mars_eval.run.suite import SUITE_FILE
@@ -100,13 +101,20 @@ class Report:
 
     def __init__(self, dirs: list[str], models: list[str] | None = None):
         self.dirs = dirs
-        self.runs = find_runs(*dirs)
+        self.skipped_folders: list[str] = []  # "FOLDER: why" for folders that could not be read
+        self.runs = find_runs(*dirs, skipped=self.skipped_folders)
         self.cells = tables.mas_cells(self.runs)
         self.named = models or named_order(dirs)
         self.models = tables.model_order(self.cells, self.named)
         self.comparisons = tables.compare_to_first(self.cells, self.models)
         self.games = report_data.games_rows(self.runs)
         self.train_runs = [r for r in self.runs if r.kind == "train"]
+
+    def skipped(self) -> list[str]:
+        """One line per folder and per samples.jsonl line left out of the report, with why."""
+        return self.skipped_folders + [
+            f"{run.path / 'samples.jsonl'} {why}" for run in self.runs for why in run.skipped_lines
+        ]
 
     # --- tables -------------------------------------------------------------------------------
     def main_table(self) -> dict[str, Any]:
@@ -307,23 +315,22 @@ def _p(x: float | None) -> float | None:
 
 
 def write_html(report: Report, out: Path) -> Path:
-    """The page at `out` and its transcript pages in `<stem>_files/` beside it."""
+    """The page at `out` and its transcript pages in `<stem>_files/` beside it, each written
+    whole or not at all (see `output`); samples are read and written one at a time."""
     env = _env()
     files = out.parent / f"{out.stem}_files"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(env.get_template("report.html").render(**report.context(files.name)), encoding="utf-8")
     page = env.get_template("transcript.html")
-    for cell in report.cells:
-        for rec in cell.run.records:
-            target = files / page_name(cell.run, rec)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            back = "../../" + quote(out.name)  # a URL: "#" or "%" in the name must not cut it
-            target.write_text(
-                page.render(
-                    cell=cell, rec=rec, back=back, entries=_entries(rec), structure=structure_of(rec)
-                ),
-                encoding="utf-8",
-            )
+    back = "../../" + quote(out.name)  # a URL: "#" or "%" in the name must not cut it
+    with atomic_dir(files) as tmp_files:
+        for cell in report.cells:
+            for rec in cell.run.records:
+                target = tmp_files / page_name(cell.run, rec)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                entries, structure = _entries(rec), structure_of(rec)
+                with open(target, "w", encoding="utf-8") as f:
+                    page.stream(cell=cell, rec=rec, back=back, entries=entries, structure=structure).dump(f)
+        with atomic_file(out) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            env.get_template("report.html").stream(**report.context(files.name)).dump(f)
     return out
 
 

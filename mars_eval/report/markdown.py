@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import tables
-from mars_eval.analysis.tables import fmt_delta_pct, fmt_pct, markdown_table
+from mars_eval.analysis.tables import fmt_delta_pct, fmt_pct, markdown_table, md_text
 from mars_eval.report import data as report_data
+from mars_eval.report.output import atomic_file
 
 if TYPE_CHECKING:
     from mars_eval.analysis.stats import PairedResult
@@ -84,9 +85,9 @@ def checkpoint_section(report: Report) -> list[str]:
                 [str(c.step), c.model, tables.fmt_cell(c), f"{100 * r.delta:+.1f}"]
                 + [_interval(r.ci_low, r.ci_high), _p(r.p_value), _p(p_holm), _test(r)]
             )
-        run = s.training_run.replace("<", "\\<").replace(">", "\\>")  # a path from outside: text
-        where = f" ({run})" if run else ""
-        out += _section(f"Accuracy over training steps: {s.system} · {s.task}{where}", header, rows)
+        where = f" ({s.training_run})" if s.training_run else ""  # a path from outside: text
+        title = md_text(f"Accuracy over training steps: {s.system} · {s.task}{where}")
+        out += _section(title, header, rows)
     return out
 
 
@@ -194,6 +195,6 @@ def write_markdown(report: Report, out: Path) -> Path:
     parts += [f"Paper figures: {labels}; {ref.source()}"]
     claims = "; ".join(f"{c['text']}" for c in ref.claims())
     parts += ["", f"Claimed in the {ref.source_label('claims')}: {claims}.", ""]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(parts), encoding="utf-8")
+    with atomic_file(out) as tmp:
+        tmp.write_text("\n".join(parts), encoding="utf-8")
     return out

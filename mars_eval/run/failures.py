@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mars_eval.models.access import scrub
 from mars_eval.models.base import ConfigError, ModelAccessError
 from mars_eval.tasks.base import ScorerError
 
@@ -47,12 +48,12 @@ def sample_error(exc: BaseException) -> dict[str, str]:
     `exc`. Call it only for exceptions that do not stop the run (`stops_run`)."""
     if stops_run(exc):
         raise ValueError(f"{type(exc).__name__} stops the run; it is no sample's error")
-    if isinstance(exc, ModelAccessError):
-        return {"error": f"{MODEL_ACCESS}: {exc}"}
+    if isinstance(exc, ModelAccessError):  # server text: scrubbed of keys (models.access)
+        return {"error": scrub(f"{MODEL_ACCESS}: {exc}")}
     if isinstance(exc, ScorerError):
         return {"error": f"{SCORER}: {exc}"}
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=8))
-    return {"error": f"{INTERNAL}: {type(exc).__name__}: {exc}", "traceback": trace}
+    return {"error": scrub(f"{INTERNAL}: {type(exc).__name__}: {exc}"), "traceback": scrub(trace)}
 
 
 def error_kinds(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:

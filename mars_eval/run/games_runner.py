@@ -51,7 +51,8 @@ from mars_eval.run.failures import error_kinds, exit_code, sample_error, stops_r
 from mars_eval.run.intervals import episode_intervals, format_interval
 from mars_eval.run.progress import progress_bar
 from mars_eval.run.store import CachedClient, RunStore, slug
-from mars_eval.textsafe import shown
+from mars_eval.run.units import run_all
+from mars_eval.textsafe import plain, shown
 
 DEFAULT_EPISODES = 1000  # the paper's tables use about 1000 episodes per game and seat
 DEFAULT_MAX_TOKENS = 4096
@@ -81,6 +82,8 @@ class GamesConfig:
     params: SamplingParams | None = None  # None for built-in agents
     prompt_style: str = "reference"
     fresh: bool = False
+    request_timeout: float | None = None  # seconds per attempt (connect to last byte)
+    max_attempts: int | None = None  # per call, over 429/5xx/timeouts/dropped connections
 
     def identity(self, model_name: str | None) -> dict[str, Any]:
         """What decides results (the run folder's hash); see the module docstring."""
@@ -180,6 +183,8 @@ def build_config(
     thinking: bool | None,
     prompt_style: str | None,
     fresh: bool,
+    request_timeout: float | None = None,
+    max_attempts: int | None = None,
 ) -> GamesConfig:
     """Validate the command's options into a GamesConfig (ConfigError on bad input)."""
     if agent and model:
@@ -202,6 +207,8 @@ def build_config(
         output=output,
         concurrency=concurrency or DEFAULT_CONCURRENCY,
         fresh=fresh,
+        request_timeout=request_timeout,
+        max_attempts=max_attempts,
     )
     if agent:
         spec = agent.strip().lower()
@@ -323,7 +330,13 @@ async def run_games(
     if cfg.agent is None and client is None:
         from mars_eval.models import make_client
 
-        client = make_client(cfg.model, cfg.base_urls, concurrency=cfg.concurrency)
+        client = make_client(
+            cfg.model,
+            cfg.base_urls,
+            concurrency=cfg.concurrency,
+            timeout=cfg.request_timeout,
+            max_attempts=cfg.max_attempts,
+        )
     try:
         if client is not None:
             await client.check()
@@ -350,6 +363,8 @@ async def _run(
 ) -> dict[str, Any]:
     units = plan_units(cfg)
     todo = [u for u in units if not store.done(u.key)]
+    for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
+        console.print(f"warning: {plain(note)}", markup=False, highlight=False)
     if len(todo) < len(units):
         console.print(
             f"resuming: {len(units) - len(todo)} of {len(units)} episodes done, {len(todo)} to run",
@@ -371,7 +386,7 @@ async def _run(
             invalid += bool(record.get("invalid"))
             bar.update(task, advance=1, stats=f"invalid {invalid}  errors {errors}")
 
-        await asyncio.gather(*(one(u) for u in todo))
+        await run_all(one(u) for u in todo)
     rows = results_table(cfg, store)
     merged = merge_results(previous_results(store.dir), rows)
     all_records = store.records()

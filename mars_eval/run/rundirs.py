@@ -4,6 +4,15 @@
 and a system, a `games` run when config.json says command "games", and a `mars-train` run when
 it holds metrics.jsonl (its checkpoints/step-N folders are what a checkpoint series evaluates).
 Records are read without writing: a torn last line (a run killed mid-write) is skipped, not cut.
+
+Streaming: a run's records are read from disk each time they are walked (`RunDir.records`), one
+at a time, never all held at once; only what the tables need (`RunDir.light`: every field but
+the texts) is kept. A report or export over runs of 10 MB replies thus holds about one record
+at a time, not every run.
+
+Folders that cannot be read (config.json unreadable or not an object, a task this version does
+not know) are not runs to show, but they are not passed over in silence either: `find_runs`
+names each in `skipped` with the reason, as it names samples.jsonl lines that are not records.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.store import expand_record, scan_records
 
 STEP_RE = re.compile(r"(?:^|[/_-])(?:step[-_]?)(\d+)(?:$|/)")
 
@@ -51,10 +61,32 @@ class RunDir:
         """The training step when the model is a checkpoint folder (.../step-N, .../initial = 0)."""
         return checkpoint_step(self.model)
 
+    @property
+    def records(self) -> Records:
+        """Latest record per key, in file order (samples.jsonl is append-only; later lines win),
+        read from disk one at a time each time they are walked."""
+        return Records(self.path / "samples.jsonl", self._index)
+
     @cached_property
-    def records(self) -> list[dict[str, Any]]:
-        """Latest record per key, in file order (samples.jsonl is append-only; later lines win)."""
-        return list(read_records(self.path / "samples.jsonl").values())
+    def _index(self) -> list[int]:
+        """Byte offsets of the latest readable line of every key, in first-seen order."""
+        latest: dict[str, int] = {}
+        path = self.path / "samples.jsonl"
+        if path.is_file():
+            for offset, _, rec in scan_records(path, self.skipped_lines):
+                latest[rec["key"]] = offset
+        return list(latest.values())
+
+    @cached_property
+    def skipped_lines(self) -> list[str]:
+        """samples.jsonl lines that are not records ("line N: why"), filled by the first read."""
+        return []
+
+    @cached_property
+    def light(self) -> list[dict[str, Any]]:
+        """The records without their texts (`HEAVY` fields dropped, transcript entries cut to
+        their small fields): what tables, grids and counts need, kept in memory."""
+        return [light_record(r) for r in self.records]
 
     @cached_property
     def metrics(self) -> list[dict[str, Any]]:
@@ -87,6 +119,44 @@ def read_jsonl(path: Path) -> Iterator[Any]:
                 continue
 
 
+# Record fields that hold texts (prompts, replies, transcripts): left out of `light_record`.
+HEAVY = ("transcript", "messages", "final_text", "traceback")
+_ENTRY_TEXT = ("content", "thinking", "new_messages")
+
+
+def light_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """`rec` without its texts; its transcript keeps each entry's small fields (finish_reason,
+    tokens) so counts such as truncation still work."""
+    out = {k: v for k, v in rec.items() if k not in HEAVY}
+    if isinstance(rec.get("transcript"), list):
+        out["transcript"] = [{k: v for k, v in e.items() if k not in _ENTRY_TEXT} for e in rec["transcript"]]
+    return out
+
+
+class Records:
+    """A run's latest records, read one at a time from their byte offsets on each walk."""
+
+    def __init__(self, path: Path, offsets: list[int]):
+        self.path = path
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __bool__(self) -> bool:
+        return bool(self.offsets)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if not self.offsets:
+            return
+        with open(self.path, "rb") as f:
+            for offset in self.offsets:
+                f.seek(offset)
+                rec = json.loads(f.readline())
+                expand_record(rec)
+                yield rec
+
+
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
     """Latest record per key, as the run store reads them (without repairing the file): a
     record's final_text, stored as a reference to its transcript, is restored."""
@@ -96,32 +166,65 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object file's content ({} when it is missing or unreadable)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return _json_object(path)
+    except ConfigError:
         return {}
-    return data if isinstance(data, dict) else {}
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file's content; ConfigError saying why when it cannot be read as one."""
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path.name}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path.name} is not JSON ({str(exc).splitlines()[0][:80]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name} is not a JSON object")
+    return data
 
 
 def classify(path: Path) -> RunDir | None:
-    """A RunDir for a folder that is a run, else None."""
+    """A RunDir for a folder that is a run, else None; ConfigError (the reason) for a folder
+    that looks like a run but cannot be read as one."""
     config_path = path / "config.json"
     if config_path.is_file():
-        config = _read_json(config_path)
+        try:
+            config = _json_object(config_path)
+        except ConfigError:
+            if (path / "samples.jsonl").is_file() or (path / "metrics.jsonl").is_file():
+                raise  # a run whose config cannot be read
+            return None  # some other folder's config.json: not ours
         summary = _read_json(path / "summary.json")
         if config.get("command") == "games":
             return RunDir(path, "games", config, summary)
         if "task" in config and "system" in config:
+            _known_task(config["task"])
             return RunDir(path, "mas", config, summary)
     if (path / "metrics.jsonl").is_file():
         return RunDir(path, "train", _read_json(path / "config.json"), {})
+    if config_path.is_file() and (path / "samples.jsonl").is_file():
+        raise ConfigError("config.json names no task and system (nor command games)")
     return None
 
 
-def find_runs(*roots: str | Path) -> list[RunDir]:
+def _known_task(name: Any) -> None:
+    from mars_eval.tasks import make_task
+
+    try:
+        make_task(str(name))
+    except ConfigError:
+        raise ConfigError(f"task {str(name)!r} is not one this version knows") from None
+
+
+def find_runs(*roots: str | Path, skipped: list[str] | None = None) -> list[RunDir]:
     """Every run folder at or under the given folders, sorted by path (ConfigError when a root
-    is missing or holds no run)."""
+    is missing or holds no run). A folder that looks like a run but cannot be read is left out
+    and named in `skipped` ("FOLDER: why"); without `skipped` it is a ConfigError."""
     runs: dict[Path, RunDir] = {}
+    bad: dict[Path, str] = {}
     for root in roots:
         base = Path(root)
         if not base.is_dir():
@@ -129,11 +232,20 @@ def find_runs(*roots: str | Path) -> list[RunDir]:
         candidates = [base, *(p.parent for p in base.rglob("config.json"))]
         candidates += [p.parent for p in base.rglob("metrics.jsonl")]
         for folder in candidates:
-            run = classify(folder)
+            try:
+                run = classify(folder)
+            except ConfigError as exc:
+                bad[folder.resolve()] = f"{folder}: {exc}"
+                continue
             if run is not None:
                 runs[folder.resolve()] = run
+    if bad and skipped is None:
+        raise ConfigError(f"cannot read run folder {next(iter(bad.values()))}")
+    if skipped is not None:
+        skipped += [bad[k] for k in sorted(bad)]
     if not runs:
-        raise ConfigError(f"no run folders under {', '.join(repr(str(r)) for r in roots)}")
+        where = ", ".join(repr(str(r)) for r in roots)
+        raise ConfigError(f"no {'readable ' if bad else ''}run folders under {where}")
     return sorted(runs.values(), key=lambda r: str(r.path))
 
 

@@ -42,8 +42,10 @@ from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
 from mars_eval.run.store import LOCK_NAME, CachedClient, RunStore, held_lock
+from mars_eval.run.units import run_all
 from mars_eval.tasks import load_problems, make_task
 from mars_eval.tasks.base import Problem, Task
+from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 
@@ -430,6 +432,8 @@ async def _run(
     units = [(p, k) for k in range(cfg.samples) for p in problems]
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
     stored = store.reusable_calls()
+    for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
+        console.print(f"warning: {plain(note)}", markup=False, highlight=False)
     if len(todo) < len(units) or stored:  # a rerun (after a kill, Ctrl-C or an outage) says so
         console.print(
             f"resuming: {len(units) - len(todo)} of {len(units)} samples done, {stored} stored calls "
@@ -456,7 +460,7 @@ async def _run(
                 on_record(record)
 
         try:
-            await asyncio.gather(*(run_unit(p, k) for p, k in todo))
+            await run_all(run_unit(p, k) for p, k in todo)
         finally:
             gc.unfreeze()
     latest = store.records()

@@ -59,6 +59,88 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _STORAGE_ERRORS = (OSError, sqlite3.DatabaseError)
 
 
+# The types a samples.jsonl line's fields must have to be read (None is always allowed): a line
+# that is valid JSON with other types (edited by hand, another tool) is skipped and named.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "error": (str,),
+    "problem_id": (str, int),
+    "sample": (int,),
+    "correct": (bool, int),
+    "transcript": (list,),
+    "messages": (list,),
+    "details": (dict,),
+    "calls": (int,),
+    "prompt_tokens": (int,),
+    "completion_tokens": (int,),
+    "final_text": (str,),
+    "final_text_from": (int,),
+    "game": (str,),
+    "opponent": (str,),
+    "seat": (str,),
+    "returns": (list,),
+}
+
+
+def record_problem(rec: Any) -> str | None:
+    """Why a parsed samples.jsonl line is not a record this version reads (None: it is one)."""
+    if not isinstance(rec, dict):
+        return f"a JSON {_kind(rec)}, not an object"
+    if not isinstance(rec.get("key"), str):
+        return '"key" is missing or not text'
+    for name, kinds in _FIELD_TYPES.items():
+        value = rec.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return f'"{name}" is a JSON {_kind(value)}'
+    if any(not isinstance(e, dict) for e in rec.get("transcript") or ()):
+        return '"transcript" holds an entry that is not an object'
+    if any(not isinstance(m, dict) for m in rec.get("messages") or ()):
+        return '"messages" holds an entry that is not an object'
+    return None
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def scan_records(
+    path: Path, skipped: list[str] | None = None, whole: list[int] | None = None
+) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(byte offset, line length, record) of every readable line of a samples.jsonl, in order,
+    stopping at a torn trailing line (a killed write). A whole line that is not JSON, or not a
+    record (`record_problem`), is left out and, with `skipped`, named there ("line N: why"),
+    unless a later readable line of the same key replaces it. Records are as stored (see
+    `expand_record` for final_text). `whole` gets the size of the whole lines once the scan ends."""
+    bad: dict[int, tuple[str | None, str]] = {}  # line number -> (its key if any, why)
+    seen_after: dict[str, int] = {}  # key -> the number of its last readable line
+    offset = 0
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                rec = json.loads(raw)
+            except ValueError:  # a whole line that is not JSON (edited by hand): skipped
+                bad[number] = (None, "not JSON")
+            else:
+                why = record_problem(rec)
+                if why is None:
+                    seen_after[rec["key"]] = number
+                    yield offset, len(raw), rec
+                else:
+                    key = rec.get("key") if isinstance(rec, dict) else None
+                    bad[number] = (key if isinstance(key, str) else None, why)
+            offset += len(raw)
+    if whole is not None:
+        whole.append(offset)
+    if skipped is not None:
+        for number, (key, why) in bad.items():
+            if key is None or seen_after.get(key, 0) < number:
+                skipped.append(f"line {number}: {why}")
+
+
 class StoreError(RuntimeError):
     """The run folder could not be written mid-run (disk full, read-only): the CLI prints this
     one line and exits 1; finished samples stay, and the same command resumes."""
@@ -162,6 +244,7 @@ class RunStore:
         self._rewritten = 0  # call rows made references by this process (compacted at close)
         self._pending: list[tuple[str, str]] = []  # (reference json, call key) not yet committed
         self._flushed = time.perf_counter()
+        self.notes: list[str] = []  # one line each, for the caller to print (what was set aside)
         try:
             self.created = not self.dir.exists()
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +254,9 @@ class RunStore:
             self._atomic_write(self.dir / "config.json", json.dumps(config, indent=2, default=str))
             self.samples_path = self.dir / "samples.jsonl"
             self._open_db()
-            self._records = self.load_records(self.samples_path, repair=True)
+            skipped: list[str] = []
+            self._records = self.load_records(self.samples_path, repair=True, skipped=skipped)
+            self.notes += [f"{self.samples_path} {why}: skipped, its sample is run again" for why in skipped]
             self._fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self.wall_before = float(self._meta("wall_seconds") or 0.0)  # earlier runs of this folder
         except _STORAGE_ERRORS as exc:
@@ -201,6 +286,31 @@ class RunStore:
                 entry.unlink()
 
     def _open_db(self) -> None:
+        """Open calls.sqlite; a damaged one (not a database, malformed) is moved aside to
+        calls.sqlite.corrupt-TIMESTAMP and a new one started: samples.jsonl holds every finished
+        sample, so only the calls of unfinished samples are sent again."""
+        try:
+            self._connect_db()
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:  # locked, no permission...: not damage
+                raise
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            db = self.dir / "calls.sqlite"
+            aside = db.with_name(f"calls.sqlite.corrupt-{stamp}")
+            for suffix in ("", "-wal", "-shm"):
+                part = Path(f"{db}{suffix}")
+                if part.exists():
+                    os.replace(part, f"{aside}{suffix}")
+            self.notes.append(
+                f"{db} is damaged ({exc}): moved aside to {aside.name}; finished samples are kept "
+                "and only the calls of unfinished samples are sent again"
+            )
+            self._connect_db()
+
+    def _connect_db(self) -> None:
         self._db = sqlite3.connect(self.dir / "calls.sqlite", isolation_level=None)
         # Set before the first table on a new file (ignored on an old one): pages freed when
         # replies become references are given back to the file system at close.
@@ -229,28 +339,22 @@ class RunStore:
 
     # --- samples -------------------------------------------------------------------------
     @staticmethod
-    def load_records(path: Path, repair: bool = False) -> dict[str, dict[str, Any]]:
+    def load_records(
+        path: Path, repair: bool = False, skipped: list[str] | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Latest record per key; a torn trailing line (killed mid-write) is left out, and with
-        `repair` (only by the store that holds the folder's lock) cut off the file."""
+        `repair` (only by the store that holds the folder's lock) cut off the file. Lines that
+        are not records are left out (a rerun redoes their samples), named in `skipped`."""
         records: dict[str, dict[str, Any]] = {}
         if not path.exists():
             return records
-        good_bytes = 0
-        with open(path, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break  # the torn tail of a killed write: cut off below
-                good_bytes += len(raw)
-                try:
-                    rec = json.loads(raw)
-                except ValueError:  # a whole line that is not JSON (edited by hand): skipped
-                    continue
-                if isinstance(rec, dict) and "key" in rec:
-                    _expand(rec)
-                    records[rec["key"]] = rec
-        if repair and good_bytes != path.stat().st_size:
+        whole: list[int] = []
+        for _, _, rec in scan_records(path, skipped, whole):
+            expand_record(rec)
+            records[rec["key"]] = rec
+        if repair and whole[0] != path.stat().st_size:  # the torn tail of a killed write
             with open(path, "r+b") as f:
-                f.truncate(good_bytes)
+                f.truncate(whole[0])
         return records
 
     def records(self) -> dict[str, dict[str, Any]]:
@@ -438,7 +542,7 @@ def _line(record: dict[str, Any]) -> bytes:
         return (json.dumps(_clean_any(out), ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
-def _expand(rec: dict[str, Any]) -> None:
+def expand_record(rec: dict[str, Any]) -> None:
     """Undo `_line`'s reference: restore final_text from the transcript entry it names."""
     i = rec.pop("final_text_from", None)
     if isinstance(i, int):

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from mars_eval.mas import system_for
 from mars_eval.models import default_model, make_client
+from mars_eval.models.access import AccessDenied
 from mars_eval.models.balance import Endpoint
 from mars_eval.models.base import ConfigError, ModelClient
 from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient, list_models, normalize_base_url
@@ -36,6 +37,7 @@ from mars_eval.run.progress import progress_bar
 from mars_eval.run.rundirs import read_records
 from mars_eval.run.runner import EvalConfig, run_eval, run_folder
 from mars_eval.run.store import slug
+from mars_eval.run.units import run_all
 from mars_eval.tasks import Problem, make_task
 from mars_eval.tasks import load_problems as load_task_problems
 
@@ -303,6 +305,8 @@ async def _run_cells(
                 on_record=bar.hook(cell),
                 problems=loaded[cell.task],
             )
+        except AccessDenied:
+            raise  # the key is refused: no cell can run (the others are let end, exit 2)
         except Exception as exc:  # one broken cell must not take the others down
             cell.exit_code = exit_code_of(exc)  # classified as for every command (run.failures)
             bad_input = cell.exit_code == BAD_INPUT
@@ -313,4 +317,4 @@ async def _run_cells(
             if cell.system == "mad":
                 mad_done[(cell.model, cell.task)].set()
 
-    await asyncio.gather(*(one(c) for c in cells))
+    await run_all(one(c) for c in cells)

@@ -8,7 +8,12 @@ What it does to a client:
     (JSON "\\ud800"), a NUL, Rich markup, a terminal escape code, and bytes that are not UTF-8
     (the @@BAD@@ marker is replaced in the raw body), in the content and in the thinking;
   * `failing = <status>` makes every chat call fail with that HTTP status (500: retried, then an
-    error; 400: an error at once); the /models check still passes.
+    error; 400: an error at once); the /models check still passes. Its message quotes the
+    Authorization header it was sent, as careless servers do (`echo_key`);
+  * `deny_chat = 401` (or 403) refuses every chat call's key although /models accepted it, with
+    OpenAI's wording, which quotes the key ("Incorrect API key provided: <key>");
+  * `trickle = <seconds>` answers every chat call with headers at once, then one byte of a body
+    every that many seconds, for minutes (a call that never ends unless the client gives up).
 
 From a shell, for probing by hand (prints `READY <base_url>`):
 
@@ -72,6 +77,11 @@ class HostileApp(ScriptedApp):
         self.auth_seen: list[str] = []
         self.rejected = 0  # requests refused for their key
         self.failed = 0  # chat calls failed on purpose (`failing`)
+        self.echo_key = False  # `failing` messages quote the Authorization header they got
+        self.deny_chat: int | None = None  # 401/403 on every chat call, quoting the key
+        self.denied_chat = 0  # chat calls refused by `deny_chat`
+        self.trickle: float | None = None  # seconds between the bytes of a never-ending body
+        self.trickling = 0  # chat calls answered by `trickle`
 
     def _denied(self, request: web.Request) -> web.Response | None:
         auth = request.headers.get("Authorization", "")
@@ -91,10 +101,27 @@ class HostileApp(ScriptedApp):
         denied = self._denied(request)
         if denied is not None:
             return denied
+        auth = request.headers.get("Authorization", "")
+        if self.deny_chat:
+            self.denied_chat += 1
+            key = auth.removeprefix("Bearer ")
+            message = f"Incorrect API key provided: {key}. You can find your API key at https://x.invalid."
+            error = {"message": message, "type": "invalid_request_error", "code": "invalid_api_key"}
+            return web.json_response({"error": error}, status=self.deny_chat)
         if self.failing:
             self.failed += 1
-            error = {"message": "Injected failure.", "type": "InternalServerError", "code": self.failing}
+            said = f" (request had Authorization: {auth})" if self.echo_key else ""
+            message = f"Injected failure{said}."
+            error = {"message": message, "type": "InternalServerError", "code": self.failing}
             return web.json_response({"error": error}, status=self.failing)
+        if self.trickle:
+            self.trickling += 1
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            await resp.prepare(request)
+            for _ in range(int(600 / self.trickle)):  # ten minutes of '{"choices": ...' a byte at a time
+                await resp.write(b" ")
+                await asyncio.sleep(self.trickle)
+            return resp
         resp = await super().chat(request)
         body = getattr(resp, "body", None)
         if isinstance(body, bytes) and b"@@BAD@@" in body:
