@@ -74,7 +74,7 @@ def test_a_key_refused_on_chat_calls_stops_the_run_with_one_line(tmp_path, comma
     finally:
         srv.stop()
     clean(res, 2)
-    assert len(errors_of(res)) == 1 and res.stderr.count("\n") == 1, res.describe()
+    assert len(errors_of(res)) == 1, res.describe()  # (and the progress bar's last state)
     line = errors_of(res)[0]
     assert "HTTP 401" in line and "Incorrect API key provided: ***" in line and "OPENAI_API_KEY" in line
     assert HOSTILE_KEY not in res.stdout + res.stderr
@@ -328,7 +328,8 @@ def test_request_timeout_is_a_deadline_for_a_trickling_server(tmp_path, command)
     assert res.summary["errors"] == units
     assert srv.app.trickling == 2 * units  # each call tried twice (--max-attempts 2), then an error
     records = [json.loads(ln) for ln in next(output.glob("*/samples.jsonl")).read_text().splitlines()]
-    assert all("ReadTimeout" in r["error"] for r in records), records
+    errors = [r["error"] for r in records]
+    assert all(e.startswith("model access:") and "timed out" in e.lower() for e in errors), errors
 
 
 # --- 7. a damaged calls.sqlite ----------------------------------------------------------------

@@ -180,7 +180,11 @@ def _cell_runs(cells):
     runs = []
     for c in cells:
         if c.summary:
-            run = classify(Path(c.summary["run_dir"]))
+            try:
+                run = classify(Path(c.summary["run_dir"]))
+            except ConfigError as exc:  # changed under us since the cell ran: named, left out
+                print(f"skipped: {plain(c.summary['run_dir'])}: {plain(exc)}", file=sys.stderr)
+                continue
             if run is not None:
                 runs.append(run)
     return runs
