@@ -364,7 +364,7 @@ async def _run(
     units = plan_units(cfg)
     todo = [u for u in units if not store.done(u.key)]
     for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
-        console.print(f"warning: {plain(note)}", markup=False, highlight=False)
+        console.print(f"warning: {plain(note)}", markup=False, highlight=False, soft_wrap=True)
     if len(todo) < len(units):
         console.print(
             f"resuming: {len(units) - len(todo)} of {len(units)} episodes done, {len(todo)} to run",

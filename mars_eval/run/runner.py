@@ -433,7 +433,7 @@ async def _run(
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
     stored = store.reusable_calls()
     for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
-        console.print(f"warning: {plain(note)}", markup=False, highlight=False)
+        console.print(f"warning: {plain(note)}", markup=False, highlight=False, soft_wrap=True)
     if len(todo) < len(units) or stored:  # a rerun (after a kill, Ctrl-C or an outage) says so
         console.print(
             f"resuming: {len(units) - len(todo)} of {len(units)} samples done, {stored} stored calls "
