@@ -67,16 +67,36 @@ def interval(scores: dict[str, list[float]]) -> tuple[float | None, float | None
     return ci.estimate, ci.low, ci.high
 
 
-def mas_cells(runs: list[RunDir]) -> list[MasCell]:
-    """One cell per (model, system, task); when a folder holds several runs of one cell (other
-    settings), the one whose summary was written last wins."""
-    latest: dict[tuple[str, str, str], RunDir] = {}
+def _weight(run: RunDir) -> tuple[int, float]:
+    """Which of several runs of one (model, system, task) a table shows: the one with the most
+    scored samples, then the newest summary."""
+    scored = sum(1 for r in run.records if not r.get("error"))
+    return scored, _mtime(run)
+
+
+def pick_runs(runs: list[RunDir]) -> tuple[dict[tuple[str, str, str], RunDir], list[RunDir]]:
+    """One run per (model, system, task) cell, and the runs left out. When a folder holds several
+    runs of one cell (other settings: seed, sampling, data), the one with the most scored samples
+    is shown, the newest on a tie; `report` names every run it leaves out."""
+    chosen: dict[tuple[str, str, str], RunDir] = {}
+    left: list[RunDir] = []
     for run in runs:
         if run.kind != "mas":
             continue
         key = (run.model, run.system, run.task)
-        if key not in latest or _mtime(run) >= _mtime(latest[key]):
-            latest[key] = run
+        if key not in chosen:
+            chosen[key] = run
+        elif _weight(run) >= _weight(chosen[key]):
+            left.append(chosen[key])
+            chosen[key] = run
+        else:
+            left.append(run)
+    return chosen, sorted(left, key=lambda r: str(r.path))
+
+
+def mas_cells(runs: list[RunDir]) -> list[MasCell]:
+    """One cell per (model, system, task), chosen by `pick_runs`."""
+    latest, _ = pick_runs(runs)
     cells = []
     for (model, system, task), run in latest.items():
         indexed = per_problem_samples(run.light)

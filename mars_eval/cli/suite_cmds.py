@@ -266,7 +266,14 @@ def report(
         str | None,
         typer.Option("--out", help="Output file", show_default="the first DIR's report.html, or report.md"),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="html (a page) or md (Markdown tables)")] = "html",
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="html (a page) or md (Markdown tables)",
+            show_default="the --out file's extension (.md: md), else html",
+        ),
+    ] = None,
     model: Annotated[
         Repeat,
         typer.Option(
@@ -276,17 +283,21 @@ def report(
 ) -> None:
     """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""
     from mars_eval.cli import validate
-    from mars_eval.report.build import build_report
+    from mars_eval.report.build import build_report, report_format
 
-    if fmt not in ("html", "md"):
-        raise ConfigError(f"--format {fmt!r}: choose html or md")
+    fmt = report_format(out, fmt)
     for d in dirs:
         if not Path(d).is_dir():
             raise ConfigError(f"{d!r} is not a folder")
     if out is not None:
         validate.check_output_dir(str(Path(out).parent or "."), "--out")
     skipped: list[str] = []
-    path = build_report(dirs, out, fmt, model, skipped)
+    console = Console(stderr=True)
+
+    def say(line: str) -> None:
+        console.print(escape(line), soft_wrap=True)
+
+    path = build_report(dirs, out, fmt, model, skipped, say=say)
     _say_skipped(skipped)
     print(path, flush=True)
     if skipped:

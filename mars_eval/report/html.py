@@ -27,6 +27,7 @@ from markupsafe import Markup, escape
 from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import stats, tables
 from mars_eval.mas.base import expanded_transcript
+from mars_eval.models.base import ConfigError
 from mars_eval.report import data as report_data
 from mars_eval.report import plots
 from mars_eval.report.output import atomic_dir, atomic_file
@@ -74,6 +75,22 @@ def _fields(data: dict[str, Any]) -> str:
     return "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False, default=str)}" for k, v in data.items())
 
 
+def known_models(named: list[str], runs: list[RunDir]) -> list[str]:
+    """--model values as the runs name them (a checkpoint folder given by a relative path is the
+    run's absolute one); a name no run has is a ConfigError listing the names there are."""
+    have = list(dict.fromkeys(r.model for r in runs if r.kind in ("mas", "games")))
+    out = []
+    for name in named:
+        if name not in have:
+            resolved = str(Path(name).expanduser().resolve())
+            if resolved not in have:
+                shown = ", ".join(repr(h) for h in have) or "none"
+                raise ConfigError(f"--model {name!r}: no run of that model; the runs' models: {shown}")
+            name = resolved
+        out.append(name)
+    return out
+
+
 def named_order(dirs: list[str]) -> list[str]:
     """Models as `suite` named them, from the first suite.json found in `dirs`."""
     for d in dirs:
@@ -104,7 +121,8 @@ class Report:
         self.skipped_folders: list[str] = []  # "FOLDER: why" for folders that could not be read
         self.runs = find_runs(*dirs, skipped=self.skipped_folders)
         self.cells = tables.mas_cells(self.runs)
-        self.named = models or named_order(dirs)
+        _, self.left_out = tables.pick_runs(self.runs)  # runs no table shows (`report` names them)
+        self.named = known_models(models, self.runs) if models else named_order(dirs)
         self.models = tables.model_order(self.cells, self.named)
         self.comparisons = tables.compare_to_first(self.cells, self.models)
         self.games = report_data.games_rows(self.runs)
