@@ -96,7 +96,9 @@ def load_run(path: str | Path, skipped: list[str] | None = None) -> Run:
 def config_warnings(a: Run, b: Run) -> list[str]:
     """One line per config entry (other than the model) that differs between the runs."""
     fa, fb = _flatten(a.config), _flatten(b.config)
-    skip = {"model", "agent"}
+    # The model and what follows from it (its files' fingerprint, the name in call keys, the
+    # command hash that includes it) are what a comparison compares.
+    skip = {"model", "agent", "fingerprint", "call_model", "command"}
     lines = []
     for key in sorted(set(fa) | set(fb)):
         if key in skip or (key == "task" and ref.canonical_task(str(fa.get(key))) == b.task):
