@@ -30,3 +30,28 @@ def test_the_embedded_model_runs_multi_agent_systems_without_overflow(tmp_path):
         summary = res.summary
         assert summary["errors"] == 0 and summary["context_overflow"] == 0, summary
         assert summary["llm_calls"] == (11 if system == "mad" else 5), summary  # the whole protocol
+
+
+def test_hub_names_offline_fail_before_any_work_in_one_line(tmp_path):
+    """A model id or a dataset that is not in the local cache, with the hub unreachable (offline):
+    one line on stderr, exit 2, no retries, no progress bar, no run folder."""
+    from tests.support.cli import run_cli
+
+    out = tmp_path / "runs"
+    env = cli_env(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")  # an empty cache
+    model = run_cli(
+        ["mas", "--task", "arith", "--model", "no-such-org/no-such-model", "--output", str(out)], env=env
+    )
+    assert model.returncode == 2, model.describe()
+    assert model.stderr.count("\n") == 1 and "not in the local hub cache" in model.stderr, model.stderr
+    assert "no-such-org/no-such-model" in model.stderr and not model.stdout.strip()
+    games = run_cli(
+        ["games", "--games", "tic_tac_toe", "--model", "no-such-org/m", "--output", str(out)], env=env
+    )
+    assert games.returncode == 2 and "not in the local hub cache" in games.stderr, games.describe()
+    data = run_cli(
+        ["mas", "--task", "aime24", "--base-url", "http://127.0.0.1:9/v1", "--output", str(out)], env=env
+    )
+    assert data.returncode == 2 and data.stderr.count("\n") == 1, data.describe()
+    assert "hub unreachable and no cached copy" in data.stderr
+    assert not out.exists() or not any(out.iterdir())

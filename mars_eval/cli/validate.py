@@ -125,7 +125,10 @@ def check_model_folder(model: str | None) -> None:
     if not path.exists():
         if looks_like_path(model):
             raise ConfigError(f"--model {model!r}: no such model folder")
-        return  # a hub id: the engine loads (or downloads) it
+        from mars_eval.models.hub import check_hub_model
+
+        check_hub_model(model)  # a hub id: cached, or the hub reachable (else one line now)
+        return
     if not path.is_dir():
         raise ConfigError(f"--model {model!r} is a file; give the checkpoint folder")
     if not (path / "config.json").is_file():

@@ -20,15 +20,14 @@ import contextlib
 import csv
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from mars_eval.models.base import ConfigError
+from mars_eval.models.hub import hub_reachable
 
 _BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 _PROBE_TIMEOUT_S = 3.0
@@ -181,24 +180,8 @@ def _env_true(name: str) -> bool:
 
 
 def _hub_reachable(timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
-    """Can we open a TCP connection to the hub endpoint? Bounded even when DNS hangs."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    url = urlparse(endpoint)
-    host = url.hostname or "huggingface.co"
-    port = url.port or (80 if url.scheme == "http" else 443)
-    result: list[bool] = []
-
-    def probe() -> None:
-        try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                result.append(True)
-        except OSError:
-            result.append(False)
-
-    thread = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
-    thread.start()
-    thread.join(timeout_s + 0.5)
-    return bool(result and result[0])
+    """Can we open a TCP connection to the hub endpoint? (`models.hub`; a seam for tests)"""
+    return hub_reachable(timeout_s)
 
 
 _offline_lock = threading.Lock()
