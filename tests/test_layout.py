@@ -1,7 +1,7 @@
 """The package layout is the architecture: imports point down the layers, no circles, a lean start.
 
-Layers, lowest first (README "Layout"): textsafe, models, tasks, mas / games, run, analysis,
-report, cli. Imports inside functions count, as do TYPE_CHECKING imports.
+Layers, lowest first (README "Layout"): textsafe, models, prompts, tasks, mas / games, run,
+analysis, report, cli. Imports inside functions count, as do TYPE_CHECKING imports.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from tests.support.cli import cli_env, mars_eval_command
 from tests.support.scripted_policy import Reply, ScriptedRequest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYER = {"textsafe": 0, "models": 1, "tasks": 2, "mas": 3, "games": 3, "run": 4, "analysis": 5, "report": 6}
+LAYER = {"textsafe": 0, "models": 1, "prompts": 1.5, "tasks": 2, "mas": 3, "games": 3, "run": 4}
+LAYER.update(analysis=5, report=6)
 LAYER["cli"] = 7
 HEAVY = ("matplotlib", "jinja2", "autogen_agentchat", "autogen_core", "scipy.stats")
 

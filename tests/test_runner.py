@@ -122,17 +122,27 @@ def test_missing_columns_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "answer" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_vote_matches_the_calls_of_a_mad_run(tmp_path):
+def test_vote_matches_the_calls_of_a_mad_run_of_the_same_configuration(tmp_path):
+    from rich.console import Console
+
+    from mars_eval.models.base import ConfigError
+    from mars_eval.run.identity import model_identity
     from mars_eval.run.runner import matched_votes
+
+    def identity(system: str, model: str) -> dict:
+        return cfg(tmp_path, system=system, model=model).identity(model_identity(model, "http"), "data")
 
     run = tmp_path / "arith-mad-oracle-abc"
     run.mkdir()
-    (run / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.6}))
-    from rich.console import Console
-
-    votes = matched_votes(cfg(tmp_path, system="vote", model="oracle"), Console(quiet=True))
-    assert votes == 5
-    assert matched_votes(cfg(tmp_path, system="vote", model="other"), Console(quiet=True)) is None
+    (run / "config.json").write_text(json.dumps({**identity("mad", "oracle"), "command": "c1"}))
+    (run / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.6, "n": 10, "samples": 1}))
+    vote = cfg(tmp_path, system="vote", model="oracle")
+    assert matched_votes(vote, Console(quiet=True), identity("vote", "oracle"), 10) == 5
+    assert vote.vote_match["run"] == "arith-mad-oracle-abc"
+    with pytest.raises(ConfigError, match="closest, arith-mad-oracle-abc, differs in: model"):
+        matched_votes(vote, Console(quiet=True), identity("vote", "other"), 10)
+    with pytest.raises(ConfigError, match=r"differs in: problems \(10 vs 4\)"):
+        matched_votes(vote, Console(quiet=True), identity("vote", "oracle"), 4)
 
 
 # --- run lifecycle (issue 10): resume message, wall time, lazy model load, exit codes -----------

@@ -76,6 +76,12 @@ def make_parser() -> argparse.ArgumentParser:
         metavar="KEYS",
         help=f"with --resume: comma-separated settings that may differ (only {', '.join(SAFE_CHANGES)})",
     )
+    p.add_argument(
+        "--prompts",
+        default=None,
+        help="prompt pack of the reference style: a name (mars-eval prompts list), a YAML file, or auto "
+        "(the imported 'mars' pack, else 'ours'); same as prompts=...",
+    )
     p.add_argument("--config", default=None, help="JSON or TOML file of settings")
     p.add_argument(
         "--print-config",
@@ -108,6 +114,13 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    overrides = parse_overrides(args.overrides)
+    if args.prompts is not None:
+        overrides["prompts"] = args.prompts
+    return overrides
+
+
 def print_config(args: argparse.Namespace) -> int:
     cfg, world = _resolved(args)
     text = json.dumps(
@@ -121,7 +134,7 @@ def print_config(args: argparse.Namespace) -> int:
 
 
 def _resolved(args: argparse.Namespace):
-    cfg = build_config(args.preset, args.config, parse_overrides(args.overrides), args.steps)
+    cfg = build_config(args.preset, args.config, _overrides(args), args.steps)
     world = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
     if world < 1:
         raise ConfigError(f"--world-size must be >= 1 (got {world})")
@@ -210,7 +223,7 @@ def _main(argv: list[str] | None = None) -> int:
         if not args.output:
             raise ConfigError("--output is required (the run folder)")
         check_train_output(args.output)
-        cfg = build_config(args.preset, args.config, parse_overrides(args.overrides), args.steps)
+        cfg = build_config(args.preset, args.config, _overrides(args), args.steps)
         from training.trainer import Trainer
 
         allowed = tuple(k.strip() for k in args.allow_change.split(",") if k.strip())

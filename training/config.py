@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.prompts import PromptPack, load_pack, pack_dir
 
 TINY_MODEL = "@tiny"  # built from scratch + supervised warm start (see training/tiny.py)
 
@@ -38,6 +39,9 @@ class TrainConfig:
     # "reference" (the reference environments' text and action strings, mars_eval.games.reference_env)
     # | "full" (our multi-turn chat) | "compact" (one short user message per turn)
     prompt_style: str = "reference"
+    # the prompt pack of the reference style (mars_eval.prompts): a name, a YAML file, or "auto"
+    # (the imported `mars` pack, the reference environments' text, when there is one, else `ours`)
+    prompts: str = "ours"
     enable_thinking: bool = True  # passed to the chat template (Qwen3: reason in <think> first)
     rollout_batch: int = 384  # learner trajectories per step (all games, all ranks)
     # "oversample" (reference): `rollout_envs` environments each play up to
@@ -143,6 +147,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         gradient_checkpointing=True,
         games=("tic_tac_toe", "kuhn_poker", "mini_hanabi"),
         prompt_style="reference",
+        prompts="auto",  # the reference text when `mars-eval prompts import mars PATH` was run
         rollout_batch=384,
         batch_composition="oversample",
         rollout_envs=96,
@@ -382,6 +387,33 @@ def build_config(
     return cfg
 
 
+def resolve_prompts(spec: str) -> tuple[str, PromptPack, str]:
+    """(the pack spec a run uses, the pack, the line that says which at start).
+
+    "auto": the imported `mars` pack (the reference environments' text) when it exists, else
+    `ours`; anything else is loaded as given (ConfigError when it cannot be)."""
+    if spec == "auto":
+        if (pack_dir() / "mars.yaml").is_file():
+            pack = load_pack("mars")
+            return (
+                "mars",
+                pack,
+                f"prompts: the imported pack 'mars' ({pack.hash}), the MARS environments' text",
+            )
+        pack = load_pack("ours")
+        return (
+            "ours",
+            pack,
+            (
+                f"prompts: 'ours' ({pack.hash}), our own wording: the pack 'mars' is not imported "
+                "(`mars-eval prompts import mars PATH` gives the reference text released checkpoints "
+                "were trained on)"
+            ),
+        )
+    pack = load_pack(spec)
+    return spec, pack, f"prompts: {pack.name} ({pack.hash})"
+
+
 def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...] | None = None) -> None:
     """Every check that can fail before work starts. Raises ConfigError (one line)."""
     choices = {
@@ -402,6 +434,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
             raise ConfigError(f"{name}={getattr(cfg, name)!r} is not one of {', '.join(allowed)}")
+    resolve_prompts(cfg.prompts)  # a pack that cannot be loaded is bad input
     if not cfg.games:
         raise ConfigError("games is empty")
     if known_games is not None:

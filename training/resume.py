@@ -23,7 +23,7 @@ import torch
 
 from training import checkpoint as ckpt
 from training import distributed as dist
-from training.config import TINY_MODEL, TrainConfig
+from training.config import TINY_MODEL, TrainConfig, resolve_prompts
 from training.precision import torch_dtype
 
 
@@ -31,6 +31,7 @@ def checkpoint_meta(cfg: TrainConfig) -> dict[str, Any]:
     """mars_eval.json: how `mars-eval games --model DIR` samples from a checkpoint."""
     return {
         "prompt_style": cfg.prompt_style,
+        "prompts": resolve_prompts(cfg.prompts)[0],  # mars-eval games reads it: the pack trained on
         "temperature": cfg.eval_temperature,
         "max_tokens": cfg.eval_max_tokens,
         "thinking": cfg.enable_thinking,

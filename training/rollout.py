@@ -33,6 +33,7 @@ from typing import Any
 from mars_eval.games import make_game, make_opponent
 from mars_eval.mas.base import derive_seed
 from mars_eval.models.base import split_thinking
+from mars_eval.prompts import PromptPack
 from training.batch import Turn
 from training.engines import GenerationEngine, GenSettings
 from training.rewards import RewardShaping, final_payoffs, turn_rewards
@@ -161,7 +162,9 @@ class RolloutWorker:
         forfeit: str = "reference",
         forfeit_tokens: int = 0,
         sequence_length: int = 0,
+        pack: PromptPack | None = None,
     ):
+        self.pack = pack  # the reference style's prompt pack (None: ours)
         self.sequence_length = sequence_length  # prompt + reply within 1000 of this forfeits; 0: off
         self.engine = engine
         self.forfeit = forfeit  # payoffs after a forfeit (training/rewards.py)
@@ -179,7 +182,7 @@ class RolloutWorker:
         if self.style == "compact":
             return ep.messages(seat, "compact")
         if self.style == "reference":  # the reference environments' chat, rebuilt each turn
-            return ep.messages(seat, "reference", live.replies[seat])
+            return ep.messages(seat, "reference", live.replies[seat], self.pack)
         chat = live.chats.get(seat)
         if chat is None:
             chat = live.chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full")}]

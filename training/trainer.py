@@ -45,7 +45,7 @@ from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
 from training.batch import Turn, build_rows, gather_response, pack_rows, per_token, turn_token_advantages
 from training.composition import balance, composition_metrics, plan_environments, play_batch
-from training.config import RUN_CONFIG, TrainConfig, rollout_envs
+from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs
 from training.engines import GenSettings
 from training.evaluate import play_share, summarize
 from training.live import LiveView, one_line
@@ -135,6 +135,8 @@ class Trainer:
     def preflight(self) -> None:
         """All checks that can fail on bad input, before any work."""
         preflight(self.cfg, self.out, resume=self.resume, allow_changes=self.allow_changes)
+        if self.cfg.prompt_style == "reference":  # which prompt text this run trains on, said at start
+            self.log(resolve_prompts(self.cfg.prompts)[2])
 
     def setup(self) -> None:
         """Join the ranks, find the starting checkpoint, load policy, reference and engine,
@@ -217,6 +219,7 @@ class Trainer:
             forfeit=cfg.forfeit,
             forfeit_tokens=cfg.forfeit_tokens,
             sequence_length=cfg.sequence_length,
+            pack=resolve_prompts(cfg.prompts)[1],
         )
 
     def _eval_settings(self) -> GenSettings:

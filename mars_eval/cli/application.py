@@ -88,6 +88,8 @@ def mas(
     turns: opt.Turns = None,
     topology: opt.Topology = None,
     macnet_handoff: opt.MacnetHandoff = None,
+    mad_stop: opt.MadStop = "reference",
+    debate_style: opt.DebateStyle = "du",
     gpqa_order: opt.GpqaOrder = "shuffled",
     question_field: opt.QuestionField = None,
     answer_field: opt.AnswerField = None,
@@ -95,6 +97,11 @@ def mas(
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
     problem_ids: opt.ProblemIds = None,
+    prompts: opt.Prompts = None,
+    task_prompt: opt.TaskPrompt = "ours",
+    sampling: opt.Sampling = "qwen3",
+    match_system: opt.MatchSystem = "mad",
+    match_run: opt.MatchRun = None,
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
@@ -106,9 +113,8 @@ def mas(
     validate.check_model_and_output(base_url, model, output)
     validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
     validate.check_choice("--autogen-client", autogen_client, ("auto", "openai", "adapter"))
-    from mars_eval.mas import check_options, check_system_flags
+    from mars_eval.mas import check_system_flags
 
-    check_options(autogen_style, mad_judge)
     check_system_flags([system], given)  # "--votes is used by vote only": one line, exit 2
     from mars_eval.tasks import make_task, task_with_gpqa_order
 
@@ -204,6 +210,13 @@ def games(
             show_default=CKPT + "reference",
         ),
     ] = None,
+    prompts: Annotated[
+        str | None,
+        typer.Option(
+            help="Prompt pack of the reference style: a name (mars-eval prompts list) or a YAML file",
+            show_default=CKPT + "ours",
+        ),
+    ] = None,
     output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
     json_out: opt.JsonSummary = False,
@@ -241,6 +254,7 @@ def games(
         temperature=temperature,
         thinking=thinking,
         prompt_style=prompt_style,
+        prompts=prompts,
         fresh=fresh,
         request_timeout=request_timeout,
         max_attempts=max_attempts,
@@ -285,9 +299,9 @@ def serve(
             stop.wait()
 
 
-from mars_eval.cli import info_cmds, stats_cmds, suite_cmds  # noqa: E402 (commands register on `app`)
+from mars_eval.cli import info_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402 (commands register on `app`)
 
-for _module in (stats_cmds, suite_cmds, info_cmds):
+for _module in (stats_cmds, suite_cmds, prompts_cmds, info_cmds):
     _module.register(app)
 
 

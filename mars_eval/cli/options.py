@@ -118,6 +118,50 @@ GpqaOrder = Annotated[
         "option always A, as MASLab's dataset builder; GPQA tasks only)"
     ),
 ]
+MadStop = Annotated[
+    str,
+    typer.Option(
+        help="MAD's stop rule: reference (stop at the first non-empty debate_answer, taken as written; "
+        "no judge fallback) or lenient (a side's name stands for its answer, placeholders go on, "
+        "judge fallbacks)"
+    ),
+]
+DebateStyle = Annotated[
+    str,
+    typer.Option(
+        help="debate: du (majority of the agents' last answers) or maslab (+ MASLab's aggregator call)"
+    ),
+]
+Prompts = Annotated[
+    str | None,
+    typer.Option(
+        help="Prompt pack: a name (see `mars-eval prompts list`) or a YAML file", show_default="ours"
+    ),
+]
+TaskPrompt = Annotated[
+    str,
+    typer.Option(
+        help="Task prompt: ours (the question and our answer format) or bare (the question as the "
+        "references send it, GPQA options as '(A) ...' lines)"
+    ),
+]
+Sampling = Annotated[
+    str,
+    typer.Option(
+        help="Sampling preset: qwen3 (Qwen3's recommended settings) or maslab (temperature 0.5, "
+        "max_tokens 2048, nothing else sent); explicit sampling options override it"
+    ),
+]
+MatchSystem = Annotated[
+    str, typer.Option(help="vote without --votes: the system whose finished run sets the number of votes")
+]
+MatchRun = Annotated[
+    str | None,
+    typer.Option(
+        help="vote without --votes: the finished run folder whose calls per sample set the votes",
+        show_default="the run of --match-system with this configuration",
+    ),
+]
 JsonSummary = Annotated[
     bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
 ]
@@ -148,6 +192,13 @@ SETTINGS = (
     "mad_judge",
     "topology",
     "macnet_handoff",
+    "mad_stop",
+    "debate_style",
+    "prompts",
+    "task_prompt",
+    "sampling",
+    "match_system",
+    "match_run",
 )
 
 
@@ -155,18 +206,30 @@ def check_shared(opts: Mapping[str, Any]) -> None:
     """Bad counts or sampling values among a command's shared options (`opts`: its parameters by
     name): one ConfigError before any work."""
     from mars_eval.cli import validate
+    from mars_eval.mas import SYSTEM_NAMES, check_options
+    from mars_eval.models.base import SAMPLING_PRESETS
+    from mars_eval.prompts import load_pack
+    from mars_eval.tasks.prompting import check_task_prompt
 
     validate.check_run_options(**{k: opts[k] for k in COUNTS})
     validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
+    validate.check_choice("--sampling", opts["sampling"], SAMPLING_PRESETS)
+    validate.check_choice(
+        "--match-system", opts["match_system"], tuple(n for n in SYSTEM_NAMES if n != "vote")
+    )
+    check_options(opts["autogen_style"], opts["mad_judge"], opts["mad_stop"], opts["debate_style"])
+    check_task_prompt(opts["task_prompt"])
+    load_pack(opts["prompts"])  # a bad pack is refused here, before any work
 
 
 def eval_config(opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
-    """The run configuration of a command's shared options (sampling settings resolved for
-    --thinking/--no-thinking); `fields` are the command's own (task, system, model, ...)."""
+    """The run configuration of a command's shared options (sampling settings resolved from the
+    --sampling preset for --thinking/--no-thinking); `fields` are the command's own (task, system,
+    model, ...)."""
     from mars_eval.models.base import SamplingParams
     from mars_eval.run.runner import EvalConfig
 
-    params = SamplingParams.for_mode(opts["thinking"], **{k: opts[k] for k in SAMPLING})
+    params = SamplingParams.for_mode(opts["thinking"], opts["sampling"], **{k: opts[k] for k in SAMPLING})
     return EvalConfig(
         base_urls=list(opts["base_url"] or []),
         params=params,

@@ -89,7 +89,14 @@ def suite(
     turns: opt.Turns = None,
     topology: opt.Topology = None,
     macnet_handoff: opt.MacnetHandoff = None,
+    mad_stop: opt.MadStop = "reference",
+    debate_style: opt.DebateStyle = "du",
     gpqa_order: opt.GpqaOrder = "shuffled",
+    prompts: opt.Prompts = None,
+    task_prompt: opt.TaskPrompt = "ours",
+    sampling: opt.Sampling = "qwen3",
+    match_system: opt.MatchSystem = "mad",
+    match_run: opt.MatchRun = None,
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)

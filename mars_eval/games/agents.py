@@ -5,8 +5,9 @@ answers `await agent.act(episode, player) -> Move`. A Move with `action=None` is
 or unparseable answer; the runner then ends the episode by forfeit.
 
 LLM conversations:
-- "reference" style (the default for full-size models): the reference environments' chat,
-  rebuilt each move by reference_env.messages from the episode and this seat's earlier replies
+- "reference" style (the default for full-size models): the reference environments' chat (its
+  prose from the prompt pack), rebuilt each move by reference_env.messages from the episode and
+  this seat's earlier replies
   (their content: thinking is never fed back), answered under the reference's answer rule.
 - "full" style: one multi-turn chat per seat. The first turn is [system, user(observation)];
   each later turn appends the assistant's previous reply (its content only: thinking is never
@@ -29,6 +30,7 @@ from mars_eval.games.opponents import Opponent, make_opponent
 from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import Message
 from mars_eval.models.context import overflow_of
+from mars_eval.prompts import PromptPack
 
 
 @dataclass
@@ -63,16 +65,17 @@ class LLMAgent:
 
     name = "llm"
 
-    def __init__(self, ctx: SampleContext, style: str = "full"):
+    def __init__(self, ctx: SampleContext, style: str = "full", pack: PromptPack | None = None):
         self.ctx = ctx
         self.style = check_style(style)
+        self.pack = pack  # the prompt pack of the reference style (None: ours)
         self._chats: dict[int, list[Message]] = {}
         self._replies: dict[int, list[str]] = {}  # reference style: this seat's earlier replies
         self._seen: dict[int, int] = {}  # messages of this seat's chat already in the transcript
 
     def prompt_for(self, episode: Episode, player: int) -> list[Message]:
         if self.style == "reference":
-            return episode.messages(player, "reference", self._replies.get(player, []))
+            return episode.messages(player, "reference", self._replies.get(player, []), self.pack)
         if self.style == "compact":
             return episode.messages(player, "compact")
         chat = self._chats.get(player)

@@ -12,8 +12,9 @@ the reference environments (reference_env.forfeit_returns): board games -1 for t
 +1 for the other player; poker: the offender loses the chips it has put in, which the other
 player wins; Hanabi: both keep the score reached so far.
 
-Prompt styles: "reference" (the reference environments' text, reference_env.py: what released
-MARS checkpoints were trained on; the default for full-size models), "full" (our multi-turn
+Prompt styles: "reference" (the reference environments' chat, reference_env.py, its prose from
+the prompt pack: `ours`, or `mars` for the text released MARS checkpoints were trained on; the
+default for full-size models), "full" (our multi-turn
 chat: rules, seat and format in a system message, then one observation per turn) and "compact"
 (one short user message per turn, for tiny checkpoints).
 """
@@ -29,6 +30,7 @@ import pyspiel
 
 from mars_eval.games import reference_env
 from mars_eval.models.base import ConfigError, Message
+from mars_eval.prompts import PromptPack
 
 PROMPT_STYLES = ("reference", "full", "compact")
 
@@ -221,16 +223,23 @@ class Episode:
         return None
 
     # --- prompts -------------------------------------------------------------------------
-    def messages(self, player: int, style: str = "full", replies: list[str] | None = None) -> list[Message]:
+    def messages(
+        self,
+        player: int,
+        style: str = "full",
+        replies: list[str] | None = None,
+        pack: PromptPack | None = None,
+    ) -> list[Message]:
         """The chat for this player's current view.
 
         full: [system (rules, seat, format), user (observation)]; compact: one short user
         message with no system message (for tiny models); reference: the reference's whole
-        multi-turn chat, given the player's earlier replies (reference_env.messages).
+        multi-turn chat, given the player's earlier replies (reference_env.messages), its prose
+        from the prompt pack `pack` (None: `ours`).
         """
         check_style(style)
         if style == "reference":
-            return reference_env.messages(self, player, list(replies or []))
+            return reference_env.messages(self, player, list(replies or []), pack)
         if style == "compact":
             return [{"role": "user", "content": self.observation(player, "compact")}]
         return [
@@ -238,12 +247,12 @@ class Episode:
             {"role": "user", "content": self.observation(player, "full")},
         ]
 
-    def system_prompt(self, player: int, style: str = "full") -> str:
+    def system_prompt(self, player: int, style: str = "full", pack: PromptPack | None = None) -> str:
         check_style(style)
         if style == "compact":
             return ""
         if style == "reference":
-            return reference_env.prefix(self.game.name, player, self.game.params)["system"]
+            return reference_env.prefix(self.game.name, player, self.game.params, pack)["system"]
         return f"{self.rules()}\n\n{self.role(player)}\n\n{ANSWER_FORMAT}"
 
     def observation(self, player: int, style: str = "full") -> str:

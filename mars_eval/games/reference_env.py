@@ -1,20 +1,22 @@
-"""The reference environments' interface (thu-nics/MARS roll/agentic/env): prompt text, action
-strings, answer rule and forfeit payoffs, as one function API shared by evaluation and training.
+"""The reference environments' interface (thu-nics/MARS roll/agentic/env): chat layout, action
+strings, state rendering, answer rule and forfeit payoffs, as one function API shared by
+evaluation and training.
 
-Released MARS checkpoints were trained on exactly this text, so it is the default prompt style
-("reference") for full-size models; the texts are reproduced here because they are the data
-interface a checkpoint was trained on. The code is ours: every turn is rebuilt from the pyspiel
-history of an `Episode`, so nothing here keeps state between calls.
+This is the default prompt style ("reference") for full-size models. Its prose (rules, seat,
+instructions, turn headers) comes from the prompt pack (mars_eval.prompts): `ours` by default,
+`mars` (imported from a MARS checkout) for the exact text released checkpoints were trained on.
+Action strings, answer tags and state rendering are the reference's formats and live here. Every
+turn is rebuilt from the pyspiel history of an `Episode`, so nothing here keeps state between calls.
 
 API (all take an `Episode` from mars_eval.games; `player` is a pyspiel seat, 0 or 1):
 
-    prefix(game_name, player) -> {"system": str, "user": str}
+    prefix(game_name, player, params, pack) -> {"system": str, "user": str}
         the system prompt and the first user text (GAME RULES, PLAYER INFORMATION, RESPONSE
         INSTRUCTIONS) of that seat
     action_string(episode, player, action_id) -> str       e.g. "<X(0,0)>", "<BET>", "<Play card 0>"
     legal_action_strings(episode) -> list[str]             the current player's, in pyspiel order
     turns(episode) -> list[Turn]                           every decision so far, and the current one
-    messages(episode, player, replies) -> list[Message]
+    messages(episode, player, replies, pack) -> list[Message]
         the chat the reference sends `player` now: [system, user, assistant, user, ...]; `replies`
         are that player's earlier replies, one per earlier own turn (what goes back as assistant
         messages: we pass the reply text without thinking, which Qwen3's chat template drops from
@@ -26,8 +28,8 @@ API (all take an `Episode` from mars_eval.games; `player` is a pyspiel seat, 0 o
     forfeit_rewards(episode, offender) -> list[float]      the training reward of that last step
     FORFEIT_PENALTY = 10.0                                 the extra loss inside forfeit_rewards
 
-Each turn's user text is "Information of Turn-N:" with either the player's own turn (GAME
-STATE and LEGAL ACTIONS) or the other player's turn: board games show the other player's state,
+Each turn's user text is a turn header (the pack's games.turn.*) with either the player's own turn
+(GAME STATE and LEGAL ACTIONS) or the other player's turn: board games show the other player's state,
 legal actions and CHOSEN ACTION ("full"); poker and Hanabi show only the CHOSEN ACTION ("action"),
 as in the reference configs. The first user message is the prefix followed by the turns up to
 the player's first own turn; after each reply, one user message holds the turns since.
@@ -65,6 +67,7 @@ from typing import Any
 from mars_eval.games.reference_prompts import marks
 from mars_eval.games.reference_prompts import prefix as prefix  # re-exported: part of this API
 from mars_eval.models.base import Message
+from mars_eval.prompts import PromptPack, load_pack
 
 # An Episode of mars_eval.games.core, which imports this module (so no import back).
 Episode = Any
@@ -82,27 +85,6 @@ OPPONENT_TURN = {
     "mini_hanabi": "action",
     "simple_hanabi": "action",
 }
-
-
-_OWN_TURN = (
-    "Information of Turn-{n}:\n\nThis is your turn. The game state and legal actions for this turn "
-    "are provided "
-    "below. Please choose your action and strictly follow the given output format in the response "
-    "instructions."
-    "\n\nGAME STATE:\n{state}\n\nLEGAL ACTIONS:\n{legal}.\n\n"
-)
-_OTHER_TURN_FULL = (
-    "Information of Turn-{n}:\n\nThis is the other player's turn. The game state, legal actions, "
-    "as well as the "
-    "chosen action of the other player for this turn are provided below.\n\n"
-    "GAME STATE:\n{state}\n\nLEGAL ACTIONS:\n{legal}.\n\n"
-)
-_OTHER_TURN_ACTION = (
-    "Information of Turn-{n}:\n\nThis is the other player's turn. The game state for this turn is "
-    "not available "
-    "to you. The chosen action of the other player for this turn is provided below.\n\n"
-)
-_CHOSEN = "CHOSEN ACTION:\n{action}\n"
 
 
 # --- action strings -------------------------------------------------------------------------
@@ -302,24 +284,28 @@ def turns(episode: Episode) -> list[Turn]:
     return out
 
 
-def _turn_text(game_name: str, n: int, turn: Turn, player: int) -> str:
-    legal = ", ".join(turn.legal)
+def _turn_text(game_name: str, n: int, turn: Turn, player: int, pack: PromptPack) -> str:
+    block = pack.render("games.turn.state", state=turn.state, legal=", ".join(turn.legal))
     if turn.player == player:
-        return _OWN_TURN.format(n=n, state=turn.state, legal=legal)
+        return pack.render("games.turn.own", n=n) + block
     if OPPONENT_TURN[game_name] == "full":
-        text = _OTHER_TURN_FULL.format(n=n, state=turn.state, legal=legal)
+        text = pack.render("games.turn.other_full", n=n) + block
     else:
-        text = _OTHER_TURN_ACTION.format(n=n)
-    return text + (_CHOSEN.format(action=turn.chosen) if turn.chosen else "")
+        text = pack.render("games.turn.other_action", n=n)
+    return text + (pack.render("games.turn.chosen", action=turn.chosen) if turn.chosen else "")
 
 
-def messages(episode: Episode, player: int, replies: list[str]) -> list[Message]:
-    """The reference chat for `player` now; `replies` are its replies to its earlier turns.
+def messages(
+    episode: Episode, player: int, replies: list[str], pack: PromptPack | None = None
+) -> list[Message]:
+    """The reference chat for `player` now; `replies` are its replies to its earlier turns; the
+    prose from `pack` (None: `ours`).
 
     Raises ValueError when the number of replies does not match the player's finished turns.
     """
     name = episode.game.name
-    head = prefix(name, player, episode.game.params)
+    pack = pack or load_pack()
+    head = prefix(name, player, episode.game.params, pack)
     chat: list[Message] = [
         {"role": "system", "content": head["system"]},
         {"role": "user", "content": head["user"]},
@@ -328,7 +314,7 @@ def messages(episode: Episode, player: int, replies: list[str]) -> list[Message]
     for n, turn in enumerate(turns(episode), start=1):
         if chat[-1]["role"] != "user":
             chat.append({"role": "user", "content": ""})
-        chat[-1]["content"] += _turn_text(name, n, turn, player)
+        chat[-1]["content"] += _turn_text(name, n, turn, player, pack)
         if turn.player == player and turn.chosen is not None:
             if used >= len(replies):
                 raise ValueError(f"player {player} made more moves than the {len(replies)} replies given")

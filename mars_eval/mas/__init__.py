@@ -7,7 +7,9 @@ from typing import Any
 from mars_eval.mas.base import System
 from mars_eval.mas.options import (
     AUTOGEN_STYLES,
+    DEBATE_STYLES,
     MAD_JUDGE_VIEWS,
+    MAD_STOPS,
     SYSTEM_FLAGS,
     check_system_flags,
     used_options,
@@ -27,11 +29,15 @@ SYSTEM_NAMES = (
 )
 
 
-def check_options(autogen_style: str, mad_judge: str) -> None:
+def check_options(
+    autogen_style: str, mad_judge: str, mad_stop: str = "reference", debate_style: str = "du"
+) -> None:
     """Reject unknown style names before any work (ConfigError: one line, exit 2)."""
     for flag, value, allowed in (
         ("--autogen-style", autogen_style, AUTOGEN_STYLES),
         ("--mad-judge", mad_judge, MAD_JUDGE_VIEWS),
+        ("--mad-stop", mad_stop, MAD_STOPS),
+        ("--debate-style", debate_style, DEBATE_STYLES),
     ):
         if value not in allowed:
             raise ConfigError(f"unknown {flag} {value!r}; choose one of: {', '.join(allowed)}")
@@ -40,7 +46,8 @@ def check_options(autogen_style: str, mad_judge: str) -> None:
 # Bumped when a system's protocol changes, so runs of the old protocol are not resumed as the new
 # one (the number is part of the run's config, hence its folder name). 2: reference defaults
 # (MASLab AutoGen, MAD as the references, Du debate's --rounds counting answer rounds).
-PROTOCOL_VERSIONS = {"mad": 2, "autogen": 2, "debate": 2}
+# 3 (mad): the references' stop rule by default (--mad-stop), no judge fallback.
+PROTOCOL_VERSIONS = {"mad": 3, "autogen": 2, "debate": 2}
 
 
 def mas_identity(
@@ -48,6 +55,8 @@ def mas_identity(
     autogen_style: str | None = None,
     mad_judge: str | None = None,
     matched_to: str | None = None,
+    mad_stop: str | None = None,
+    debate_style: str | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """The system options that decide results, for a run's config (only those of `name`; the
@@ -61,6 +70,9 @@ def mas_identity(
         out["autogen_style"] = autogen_style or "maslab"
     if name == "mad":
         out["mad_judge"] = mad_judge or "first-round"
+        out["mad_stop"] = mad_stop or "reference"
+    if name == "debate":
+        out["debate_style"] = debate_style or "du"
     if name == "vote" and matched_to:
         out["matched_to"] = matched_to
     return out
@@ -77,8 +89,10 @@ SYSTEM_OWN_OPTIONS: dict[str, dict[str, Any]] = {
 
 def make_system(name: str, **options: Any) -> System:
     """Build a system by name; options it does not use are ignored (rounds, agents, votes,
-    autogen_style, mad_judge, autogen_client). None means the system's default."""
+    autogen_style, mad_judge, mad_stop, debate_style, autogen_client, prompts: a PromptPack).
+    None means the system's default."""
     opts = {k: v for k, v in options.items() if v is not None}
+    prompts = opts.get("prompts")
     if name == "single":
         from mars_eval.mas.single import SingleAgent
 
@@ -86,7 +100,12 @@ def make_system(name: str, **options: Any) -> System:
     if name == "mad":
         from mars_eval.mas.mad import MADDebate
 
-        return MADDebate(rounds=opts.get("rounds", 3), judge_sees=opts.get("mad_judge", "first-round"))
+        return MADDebate(
+            rounds=opts.get("rounds", 3),
+            judge_sees=opts.get("mad_judge", "first-round"),
+            stop=opts.get("mad_stop", "reference"),
+            prompts=prompts,
+        )
     if name == "autogen":
         from mars_eval.mas.autogen_chat import AutoGenChat
 
@@ -94,11 +113,17 @@ def make_system(name: str, **options: Any) -> System:
             rounds=opts.get("rounds"),
             client=opts.get("autogen_client", "adapter"),
             style=opts.get("autogen_style", "maslab"),
+            prompts=prompts,
         )
     if name == "debate":
         from mars_eval.mas.du_debate import DuDebate
 
-        return DuDebate(agents=opts.get("agents", 3), rounds=opts.get("rounds", 2))
+        return DuDebate(
+            agents=opts.get("agents", 3),
+            rounds=opts.get("rounds", 2),
+            style=opts.get("debate_style", "du"),
+            prompts=prompts,
+        )
     if name == "vote":
         from mars_eval.mas.vote import MajorityVote
 
@@ -151,5 +176,8 @@ __all__ = [
 
 def system_for(name: str, cfg: Any) -> System:
     """`make_system` with the system options of a run configuration (an EvalConfig): one list of
-    which run options reach a system, for every caller."""
-    return make_system(name, **{k: getattr(cfg, k) for k in SYSTEM_OPTIONS})
+    which run options reach a system, for every caller; the prompt pack is `cfg.prompts`."""
+    from mars_eval.prompts import load_pack
+
+    options = {k: getattr(cfg, k, None) for k in SYSTEM_OPTIONS}
+    return make_system(name, prompts=load_pack(getattr(cfg, "prompts", None)), **options)

@@ -16,6 +16,9 @@ paper's AutoGen numbers; its config: max_turn 3, TERMINATE, no code execution):
   * Answer: what the task extracts from the assistant's last reply (TERMINATE removed), also
     when the proxy ended the chat; no answer there means no answer (the sample is wrong).
   * No code is ever run (MASLab's code_execute is False).
+  * A first reply that already says TERMINATE ends the chat after one call and is read like any
+    last reply. (MASLab's loop returns that reply bare where its caller expects a record, so
+    MASLab records such a sample as an error; we keep the answer, on purpose.)
 
 `solver-reviewer` (ours, kept as an option): "assistant" solves, "reviewer" checks and replies;
 only the assistant's TERMINATE ends the chat; `rounds` (default 3) is the most model messages
@@ -58,6 +61,7 @@ from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.mas.options import AUTOGEN_STYLES
 from mars_eval.models.base import ConfigError
 from mars_eval.models.http import HTTPClient
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
 # autogen's runtime logs a traceback for every failed model call; the failure itself is
@@ -70,25 +74,9 @@ TERMINATE = "TERMINATE"
 STYLES = AUTOGEN_STYLES
 DEFAULT_STYLE = STYLES[0]
 
-# The intent of MASLab's ASSISTANT_AGENT_SYSTEM_MESSAGE (no-code variant), in our words; the
-# task's answer format stands where MASLab names "the final answer in the box".
-MASLAB_ASSISTANT_SYSTEM = (
-    "You are a helpful AI assistant. Solve tasks with your language skills only: do not write "
-    "code. Work step by step where needed, and explain your plan first when none is given. "
-    "Once you have an answer, check it carefully and include evidence that can be verified. "
-    "End every reply with your current final answer, so that an answer is there even if the "
-    "conversation is cut short. {answer_format}\nWhen everything is done, reply TERMINATE at the end."
-)
-ASSISTANT_SYSTEM = (
-    "You solve problems carefully, step by step. A reviewer will check your solution; answer "
-    "its comments and fix any error it finds. {answer_format} When the reviewer agrees with your "
-    "final answer, restate that answer and end your message with the word TERMINATE."
-)
-REVIEWER_SYSTEM = (
-    "You review solutions. Check the latest solution step by step. If you find an error, explain "
-    "it and say what the correct answer should be. If the solution is correct, say that you agree "
-    "and restate its final answer. {answer_format} Never write the word TERMINATE."
-)
+# Prompt text: the prompt pack's mas.autogen.* templates (mars_eval.prompts); in `ours`,
+# maslab_assistant_system is the intent of MASLab's no-code assistant message in our words, the
+# task's answer format standing where MASLab names "the final answer in the box".
 
 
 class ChatTextMention(TextMentionTermination):
@@ -140,6 +128,7 @@ class AutoGenChat:
         http_client: Any = None,
         style: str = DEFAULT_STYLE,
         api_key: str | None = None,
+        prompts: PromptPack | None = None,
     ):
         if style not in STYLES:
             raise ConfigError(f"unknown autogen style {style!r}; choose one of: {', '.join(STYLES)}")
@@ -149,6 +138,7 @@ class AutoGenChat:
         if client not in ("auto", "adapter", "openai"):
             raise ConfigError(f"autogen client must be 'auto', 'adapter' or 'openai', got {client!r}")
         self.style = style
+        self.prompts = prompts or load_pack()
         self.rounds = rounds
         self.client = client
         self.base_url = base_url
@@ -198,7 +188,7 @@ class AutoGenChat:
     def _maslab_team(
         self, task: Task, ctx: SampleContext
     ) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
-        system = MASLAB_ASSISTANT_SYSTEM.format(answer_format=task.answer_format)
+        system = self.prompts.render("mas.autogen.maslab_assistant_system", answer_format=task.answer_format)
         return self._team(
             ctx,
             [
@@ -213,7 +203,8 @@ class AutoGenChat:
         self, task: Task, ctx: SampleContext
     ) -> tuple[RoundRobinGroupChat, list[ChatCompletionClient]]:
         fmt = task.answer_format
-        solve, review = ASSISTANT_SYSTEM.format(answer_format=fmt), REVIEWER_SYSTEM.format(answer_format=fmt)
+        solve = self.prompts.render("mas.autogen.assistant_system", answer_format=fmt)
+        review = self.prompts.render("mas.autogen.reviewer_system", answer_format=fmt)
         return self._team(
             ctx,
             [

@@ -88,8 +88,9 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
 
     def _create_args_for(self, args: dict[str, Any], seed: int, strict: bool) -> dict[str, Any]:
         extra_body = HTTPClient.request_kwargs(self._ctx.params, strict)["extra_body"]
+        if "seed" in self._ctx.params.omit:  # the maslab sampling preset sends no seed
+            return {**args, "extra_body": extra_body}
         return {**args, "seed": seed, "extra_body": extra_body}
-
 
     async def create(
         self,

@@ -12,8 +12,11 @@ run concurrently. Calls: agents x rounds (default 3 x 2 = 6); --rounds 1 is inde
 answers with no debate. With a single agent, later rounds ask it to check and restate its own
 answer (the reference's fallback).
 
-The final answer is the majority, by the task's canonical key, of the agents' last answers
-(Du et al.'s evaluation; MASLab instead adds an aggregator call, not done here). Ties go to
+Styles (`style`, --debate-style): "du" (default): the final answer is the majority, by the task's
+canonical key, of the agents' last answers (Du et al.'s evaluation). "maslab": MASLab's
+llm_debate, which adds one aggregator call (one more agent, "aggregator") that reads the problem
+and every agent's last reply and gives the final answer (agents x rounds + 1 calls, 7 by
+default); the answer is what the task extracts from that reply. In the "du" style, ties go to
 the tied answer given by the lowest-numbered agent (`majority` keeps the first seen, and agents
 are counted in order). Agents without an extractable answer do not vote; when none has one the
 answer is None.
@@ -22,50 +25,58 @@ answer is None.
 from __future__ import annotations
 
 from mars_eval.mas.base import SampleContext, SystemResult, majority
+from mars_eval.mas.options import DEBATE_STYLES
 from mars_eval.mas.util import gather_or_cancel
 from mars_eval.models.base import ConfigError, Message
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
-REVISE = (
-    "Here are the latest answers to the problem from the other agents:{others}\n\n"
-    "Take their answers into account as extra information and give your updated answer. "
-    "The problem was: {question}"
-)
-OTHER = "\n\nAnother agent's answer: ```{text}```"
-ALONE = "Check that your answer is correct, and state your answer again. {answer_format}"
+AGGREGATOR = "aggregator"
 
 
 class DuDebate:
     name = "debate"
 
-    def __init__(self, agents: int = 3, rounds: int = 2):
+    def __init__(
+        self, agents: int = 3, rounds: int = 2, style: str = "du", prompts: PromptPack | None = None
+    ):
         if int(agents) < 1:
             raise ConfigError(f"debate needs --agents >= 1, got {agents}")
         if int(rounds) < 1:
             raise ConfigError(f"debate needs --rounds >= 1 (answer rounds, the first included), got {rounds}")
+        if style not in DEBATE_STYLES:
+            raise ConfigError(f"unknown --debate-style {style!r}; choose one of: {', '.join(DEBATE_STYLES)}")
         self.agents = int(agents)
         self.rounds = int(rounds)
+        self.style = style
+        self.prompts = prompts or load_pack()
+
+    def _text(self, key: str, **values: str) -> str:
+        return self.prompts.render(f"mas.debate.{key}", **values)
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         names = [f"agent{i}" for i in range(self.agents)]
-        histories: list[list[Message]] = [[{"role": "user", "content": problem.prompt}] for _ in names]
+        opening = self._text("opening", prompt=problem.prompt)
+        histories: list[list[Message]] = [[{"role": "user", "content": opening}] for _ in names]
         latest = await _round(ctx, names, histories)
         rounds_answers = [[task.extract(t) for t in latest]]
         ctx.note("debate_round", round=1, answers=rounds_answers[-1])
 
         for rnd in range(1, self.rounds):
             for i, hist in enumerate(histories):
-                others = "".join(OTHER.format(text=text) for j, text in enumerate(latest) if j != i)
+                others = "".join(self._text("other", text=text) for j, text in enumerate(latest) if j != i)
                 if others:
-                    prompt = REVISE.format(others=others, question=problem.prompt)
+                    prompt = self._text("revise", others=others, question=problem.prompt)
                 else:
-                    prompt = ALONE.format(answer_format=task.answer_format)
+                    prompt = self._text("alone", answer_format=task.answer_format)
                 hist.append({"role": "user", "content": prompt})
             latest = await _round(ctx, names, histories)
             rounds_answers.append([task.extract(t) for t in latest])
             ctx.note("debate_round", round=rnd + 1, answers=rounds_answers[-1])
 
         final = rounds_answers[-1]
+        if self.style == "maslab":
+            return await self._aggregate(problem, task, ctx, latest, rounds_answers)
         answer, count = majority(task, final)
         ctx.note("vote", answers=final, winner=answer, count=count)
         winner_text = (
@@ -79,6 +90,30 @@ class DuDebate:
             final_text=winner_text,
             how=how if answer is not None else "no agent gave an answer",
             details={"answers_by_round": rounds_answers, "votes": count, "agents": self.agents},
+        )
+
+    async def _aggregate(
+        self,
+        problem: Problem,
+        task: Task,
+        ctx: SampleContext,
+        latest: list[str],
+        rounds_answers: list[list[str | None]],
+    ) -> SystemResult:
+        """MASLab's aggregator: one call that reads every agent's last reply; its reply is the answer."""
+        solutions = "".join(
+            self._text("aggregate_solution", index=str(i + 1), text=t) for i, t in enumerate(latest)
+        )
+        prompt = self._text("aggregate", question=problem.prompt, solutions=solutions)
+        reply = await ctx.ask(AGGREGATOR, [{"role": "user", "content": prompt}], role="aggregator")
+        answer = task.extract(reply.content)
+        ctx.note("aggregate", answer=answer, agents_answers=rounds_answers[-1])
+        how = f"aggregator over {self.agents} agents after {self.rounds} answer rounds"
+        return SystemResult(
+            answer=answer,
+            final_text=reply.content,
+            how=how if answer is not None else "no answer in the aggregator's reply",
+            details={"answers_by_round": rounds_answers, "agents": self.agents, "style": "maslab"},
         )
 
 

@@ -18,11 +18,17 @@ own earlier verdicts, answers with the references' JSON verdict (`"Whether there
 preference"`, `"Supported Side"`, `"Reason"`, `"debate_answer"`), read by
 `verdict.parse_verdict` (never eval).
 
-Stop rule: as in the references, the debate ends at the first verdict with a debate answer.
-A debate answer that names a side ("Affirmative", "the negative side") stands for that side's
-answer of this round (what the task extracts from it); a placeholder that is no answer
-("Continue", "No clear answer yet", "N/A", "The debate continues") does not end the debate,
-nor does an answer the task cannot read (the references would stop on any non-empty string).
+Stop rule (`stop`, --mad-stop):
+  * "reference" (default), as both references: the debate ends at the first verdict whose
+    `debate_answer` is not empty, and that text is the answer as written (the task reads its
+    answer from it: "73", "\\boxed{73}", "(C)"). A side's name ("Affirmative") or a placeholder
+    ("Continue", "N/A") also ends the debate: it is scored as given, with no answer (wrong), and
+    counted as `verdict_not_an_answer`, as is a text the task cannot read an answer from. A
+    verdict with no JSON that can be read also ends the debate with no answer (the references
+    fail the sample there; we score it), counted as `verdict_unparseable`.
+  * "lenient" (ours): a debate answer that names a side stands for that side's answer of this
+    round (what the task extracts from it); a placeholder, an answer the task cannot read, or an
+    unreadable verdict does not end the debate.
 
 `rounds` (--rounds, default 3, the references' max_round) counts debate rounds; each round is
 3 calls (affirmative, negative, moderator; sequential, each needs the one before). If no round
@@ -33,15 +39,18 @@ as JSON `{"Reason", "debate_answer"}`, after being reminded of the topic. What i
   * `judge_sees="first-round"` (default): the two sides' round-1 arguments, which is what both
     references give it (`memory_lst[2]`, the first reply in each debater's memory);
   * `judge_sees="last-round"` (--mad-judge last-round, ours): the last round's arguments.
-A judge answer naming a side stands for the argument of that side the judge was shown.
-The final answer is the first available of, in this order:
+Under "reference" the judge's answer is read like a moderator's (a side name is no answer,
+counted; unreadable JSON is no answer, counted) and an empty one is no answer, counted as
+`judge_no_answer`: the references have no fallback. Under "lenient" a judge answer naming a side
+stands for the argument of that side the judge was shown, and the final answer is the first
+available of, in this order:
   1. the judge's JSON debate answer;
   2. an answer the task extracts from the judge's reply text (no JSON could be read);
   3. the affirmative side's last answer;
   4. the negative side's last answer;
   5. none (the sample is wrong, not an error).
-Steps 2-4 are ours (the references have no fallback: a judge without an answer leaves the
-debate unanswered); they only apply when the judge gives no usable answer.
+
+Prompt text: the prompt pack's `mas.mad.*` templates (mars_eval.prompts).
 """
 
 from __future__ import annotations
@@ -49,45 +58,24 @@ from __future__ import annotations
 from typing import Any
 
 from mars_eval.mas.base import SampleContext, SystemResult
-from mars_eval.mas.options import MAD_JUDGE_VIEWS
+from mars_eval.mas.options import MAD_JUDGE_VIEWS, MAD_STOPS
 from mars_eval.mas.util import debate_question
-from mars_eval.mas.verdict import Verdict, extract_verdict_answer, named_side, parse_verdict
+from mars_eval.mas.verdict import (
+    Verdict,
+    extract_verdict_answer,
+    is_placeholder,
+    named_side,
+    parse_verdict,
+)
 from mars_eval.models.base import ConfigError, Message
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
 AFFIRMATIVE, NEGATIVE, MODERATOR, JUDGE = "affirmative", "negative", "moderator", "judge"
 JUDGE_VIEWS = MAD_JUDGE_VIEWS
+# The counts a MAD run reports (details flags of a sample; see the module docstring).
+MAD_COUNTS = ("verdict_not_an_answer", "verdict_unparseable", "judge_no_answer")
 
-DEBATER_SYSTEM = (
-    "You are a debater, and this is a debate. You need not agree fully with each other's views: "
-    "our aim is to find the correct answer. The topic of the debate:\n{question}"
-)
-AFFIRMATIVE_OPENING = "{question}"
-NEGATIVE_OPENING = "{argument}\n\nYou do not agree with my answer. Give your own answer and your reasons."
-REBUTTAL = "{argument}\n\nDo you agree with my view? Give your reasons and your answer."
-MODERATOR_SYSTEM = (
-    "You are a moderator. Two debaters will present their answers and argue their views on "
-    'this topic: "{question}"\nAt the end of every round you will weigh the answers and decide '
-    "which is correct."
-)
-MODERATOR_ROUND = (
-    "The {ordinal} round of the debate is over for both sides.\n\nAffirmative side:\n{affirmative}"
-    "\n\nNegative side:\n{negative}\n\nAs the moderator, weigh both sides' answers and decide "
-    "whether one answer candidate is clearly preferable. If it is, sum up why you support the "
-    "affirmative or the negative side and give the final answer you believe is correct; the "
-    "debate then ends. If not, the debate goes on to the next round. Reply in JSON only, in "
-    'this form: {{"Whether there is a preference": "Yes or No", "Supported Side": "Affirmative '
-    'or Negative", "Reason": "", "debate_answer": ""}}. Write nothing but the JSON.'
-)
-JUDGE_CANDIDATES = (
-    "Affirmative side:\n{affirmative}\n\nNegative side:\n{negative}\n\n"
-    "Which answer candidates are there? List them without giving reasons."
-)
-JUDGE_PICK = (
-    "So, once more: {question}\nSum up your reasons and give the final answer you believe is "
-    'correct. Reply in JSON only, in this form: {{"Reason": "", "debate_answer": ""}}. '
-    "Write nothing but the JSON."
-)
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
 
 
@@ -96,7 +84,8 @@ def ordinal(n: int) -> str:
 
 
 def resolve_answer(verdict: Verdict | None, task: Task, sides: dict[str, str]) -> tuple[str | None, str]:
-    """A verdict's answer for the task, and where it came from ("verdict", or the side named).
+    """The lenient rule: a verdict's answer for the task, and where it came from ("verdict", or
+    the side named).
 
     A side's name is checked before the task's extractor, which would take "Affirmative" for a
     math answer.
@@ -109,53 +98,100 @@ def resolve_answer(verdict: Verdict | None, task: Task, sides: dict[str, str]) -
     return extract_verdict_answer(verdict.answer, task), "verdict"
 
 
+def reference_answer(verdict: Verdict | None, task: Task) -> tuple[bool, str | None, str]:
+    """The references' rule: (does the debate stop, the task's answer, how it was read).
+
+    Stops at any non-empty `debate_answer` (the references' `if mod_ans["debate_answer"]`) and at
+    a verdict that cannot be read at all ("unparseable"). A stop without a task answer is
+    "not_an_answer" (a side name, a placeholder, a text the task cannot read); "empty": no stop.
+    """
+    if verdict is None:
+        return True, None, "unparseable"
+    raw = verdict.raw_answer
+    if isinstance(raw, list) and len(raw) == 1:  # ["73"]: one answer in a list
+        raw = raw[0]
+    if raw is None or raw is False or raw == [] or (isinstance(raw, str) and not raw.strip()):
+        return False, None, "empty"
+    text = raw if isinstance(raw, str) else str(raw)
+    if named_side(text) is not None or is_placeholder(text):
+        return True, None, "not_an_answer"
+    answer = extract_verdict_answer(text, task)
+    return True, answer, "verdict" if answer is not None else "not_an_answer"
+
+
 class MADDebate:
     """Liang et al.'s debate. `rounds` is the most rounds before the judge steps in;
     `judge_sees` which round's arguments the judge is shown (see the module docstring)."""
 
     name = "mad"
 
-    def __init__(self, rounds: int = 3, judge_sees: str = "first-round"):
+    def __init__(
+        self,
+        rounds: int = 3,
+        judge_sees: str = "first-round",
+        stop: str = "reference",
+        prompts: PromptPack | None = None,
+    ):
         if int(rounds) < 1:
             raise ConfigError(f"mad needs --rounds >= 1, got {rounds}")
         if judge_sees not in JUDGE_VIEWS:
             raise ConfigError(f"unknown --mad-judge {judge_sees!r}; choose one of: {', '.join(JUDGE_VIEWS)}")
+        if stop not in MAD_STOPS:
+            raise ConfigError(f"unknown --mad-stop {stop!r}; choose one of: {', '.join(MAD_STOPS)}")
         self.rounds = int(rounds)
         self.judge_sees = judge_sees
+        self.stop = stop
+        self.prompts = prompts or load_pack()
+
+    def _text(self, key: str, **values: str) -> str:
+        return self.prompts.render(f"mas.mad.{key}", **values)
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         question = debate_question(problem, task)
-        debater_sys = DEBATER_SYSTEM.format(question=question)
+        debater_sys = self._text("debater_system", question=question)
         aff: list[Message] = [{"role": "system", "content": debater_sys}]
         neg: list[Message] = [{"role": "system", "content": debater_sys}]
-        mod: list[Message] = [{"role": "system", "content": MODERATOR_SYSTEM.format(question=question)}]
+        mod: list[Message] = [
+            {"role": "system", "content": self._text("moderator_system", question=question)}
+        ]
         verdicts: list[dict[str, Any]] = []
         first: dict[str, str] = {}
         aff_text = neg_text = ""
 
         for rnd in range(1, self.rounds + 1):
             if rnd == 1:
-                aff_prompt = AFFIRMATIVE_OPENING.format(question=question)
+                aff_prompt = self._text("affirmative_opening", question=question)
             else:
-                aff_prompt = REBUTTAL.format(argument=neg_text)
+                aff_prompt = self._text("rebuttal", argument=neg_text)
             aff_text = await _say(ctx, AFFIRMATIVE, aff, aff_prompt)
 
             if rnd == 1:
-                neg_prompt = NEGATIVE_OPENING.format(argument=aff_text)
+                neg_prompt = self._text("negative_opening", argument=aff_text)
             else:
-                neg_prompt = REBUTTAL.format(argument=aff_text)
+                neg_prompt = self._text("rebuttal", argument=aff_text)
             neg_text = await _say(ctx, NEGATIVE, neg, neg_prompt)
             if rnd == 1:
                 first = {AFFIRMATIVE: aff_text, NEGATIVE: neg_text}
 
-            mod_prompt = MODERATOR_ROUND.format(ordinal=ordinal(rnd), affirmative=aff_text, negative=neg_text)
+            mod_prompt = self._text(
+                "moderator_round", ordinal=ordinal(rnd), affirmative=aff_text, negative=neg_text
+            )
             mod_text = await _say(ctx, MODERATOR, mod, mod_prompt, role="moderator")
             verdict = parse_verdict(mod_text)
-            answer, via = resolve_answer(verdict, task, {AFFIRMATIVE: aff_text, NEGATIVE: neg_text})
+            if self.stop == "reference":
+                stops, answer, via = reference_answer(verdict, task)
+            else:
+                answer, via = resolve_answer(verdict, task, {AFFIRMATIVE: aff_text, NEGATIVE: neg_text})
+                stops = answer is not None
             record = _verdict_record(rnd, verdict, answer, via)
             verdicts.append(record)
             ctx.note("verdict", agent=MODERATOR, **record)
-            if answer is not None:
+            if stops and answer is None:  # the reference rule: a stop without an answer
+                how = f"moderator verdict, round {rnd}: " + _NO_ANSWER[via]
+                details = _details(rnd, verdicts, source="moderator", stopped_early=rnd < self.rounds)
+                details[_COUNT[via]] = True
+                return SystemResult(answer=None, final_text=mod_text, how=how, details=details)
+            if stops:
                 how = f"moderator verdict, round {rnd}"
                 if via in (AFFIRMATIVE, NEGATIVE):
                     how += f" (named the {via} side)"
@@ -179,15 +215,26 @@ class MADDebate:
         last: dict[str, str],
         verdicts: list[dict[str, Any]],
     ) -> SystemResult:
-        """Candidates first, then the pick; then the fallbacks listed in the module docstring."""
-        judge: list[Message] = [{"role": "system", "content": MODERATOR_SYSTEM.format(question=question)}]
-        prompt = JUDGE_CANDIDATES.format(affirmative=shown[AFFIRMATIVE], negative=shown[NEGATIVE])
+        """Candidates first, then the pick; then (lenient only) the fallbacks listed in the module
+        docstring."""
+        judge: list[Message] = [
+            {"role": "system", "content": self._text("moderator_system", question=question)}
+        ]
+        prompt = self._text("judge_candidates", affirmative=shown[AFFIRMATIVE], negative=shown[NEGATIVE])
         await _say(ctx, JUDGE, judge, prompt, role="judge")
         # The list is the judge's reply just recorded: named by its transcript index, not copied.
         at = len(ctx.transcript) - 1
         ctx.note("judge_candidates", agent=JUDGE, candidates_at=at, shown=self.judge_sees)
-        pick_text = await _say(ctx, JUDGE, judge, JUDGE_PICK.format(question=question), role="judge")
+        pick_text = await _say(ctx, JUDGE, judge, self._text("judge_pick", question=question), role="judge")
         verdict = parse_verdict(pick_text)
+        if self.stop == "reference":
+            _, answer, via = reference_answer(verdict, task)
+            ctx.note("judge_verdict", agent=JUDGE, **_verdict_record(self.rounds, verdict, answer, via))
+            details = _details(self.rounds, verdicts, "judge", stopped_early=False)
+            if answer is not None:
+                return SystemResult(answer, pick_text, "judge verdict", details)
+            details[_COUNT[via]] = True
+            return SystemResult(None, pick_text, "judge verdict: " + _NO_ANSWER[via], details)
         answer, via = resolve_answer(verdict, task, shown)
         ctx.note("judge_verdict", agent=JUDGE, **_verdict_record(self.rounds, verdict, answer, via))
 
@@ -219,6 +266,19 @@ async def _say(
     resp = await ctx.ask(agent, list(history), role=role)
     history.append({"role": "assistant", "content": resp.content})
     return resp.content
+
+
+# How a reference-rule stop without an answer is described, and the count it adds to.
+_NO_ANSWER = {
+    "unparseable": "no JSON verdict could be read (no answer)",
+    "not_an_answer": "the debate answer is not an answer the task can read (no answer)",
+    "empty": "the debate answer is empty (no answer)",
+}
+_COUNT = {
+    "unparseable": "verdict_unparseable",
+    "not_an_answer": "verdict_not_an_answer",
+    "empty": "judge_no_answer",
+}
 
 
 def _verdict_record(rnd: int, verdict: Verdict | None, answer: str | None, via: str) -> dict[str, Any]:

@@ -9,6 +9,8 @@ from mars_eval.models.base import ConfigError
 
 AUTOGEN_STYLES = ("maslab", "solver-reviewer")  # the first is the default (autogen_chat)
 MAD_JUDGE_VIEWS = ("first-round", "last-round")  # the first is the default (mad)
+MAD_STOPS = ("reference", "lenient")  # the first is the default (mad)
+DEBATE_STYLES = ("du", "maslab")  # the first is the default (du_debate)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ SYSTEM_FLAGS: dict[str, SystemFlag] = {
     "autogen_client": SystemFlag(("autogen",), unset="auto"),
     "autogen_style": SystemFlag(("autogen",), unset="maslab"),
     "mad_judge": SystemFlag(("mad",), unset="first-round"),
+    "mad_stop": SystemFlag(("mad",), unset="reference"),
+    "debate_style": SystemFlag(("debate",), unset="du"),
     "samples_per_answer": SystemFlag(("self-consistency",), defaults={"self-consistency": 5}),
     "turns": SystemFlag(("agentverse",), defaults={"agentverse": 3}),
     "topology": SystemFlag(("macnet",), defaults={"macnet": "random"}),

@@ -275,6 +275,11 @@ _NAMED_SIDE = re.compile(
 )
 
 
+def is_placeholder(text: str) -> bool:
+    """True for a debate answer that holds no answer ("Continue", "N/A", "none", "-")."""
+    return bool(_NON_ANSWER.match(text.strip()))
+
+
 def named_side(raw: str | None) -> str | None:
     """ "affirmative" or "negative" when a verdict's answer only names a side, else None."""
     if not raw:
@@ -306,8 +311,9 @@ class Verdict:
     preferred: bool | None = None
     side: str | None = None  # "affirmative" | "negative" | None
     reason: str = ""
-    answer: str | None = None  # the raw answer text, before task extraction
+    answer: str | None = None  # the answer text, before task extraction (placeholders: None)
     raw: dict[str, Any] = field(default_factory=dict)
+    raw_answer: Any = None  # the answer field as written (the references' stop rule reads this)
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> Verdict:
@@ -322,6 +328,7 @@ class Verdict:
             reason=str(fields.get("reason") or ""),
             answer=_answer_text(fields.get("answer")),
             raw=obj,
+            raw_answer=fields.get("answer"),
         )
 
     def to_dict(self) -> dict[str, Any]:

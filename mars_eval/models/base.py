@@ -42,6 +42,9 @@ class ConfigError(ValueError):
     """Bad user input found before any work: printed as one line, exit code 2."""
 
 
+SAMPLING_PRESETS = ("qwen3", "maslab")  # --sampling; the first is the default
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Sampling settings. Defaults are Qwen3's recommended thinking-mode settings."""
@@ -54,16 +57,39 @@ class SamplingParams:
     max_tokens: int = 32768
     seed: int | None = None
     thinking: bool = True
+    # Settings an endpoint is not sent (the server's own default applies): the `maslab` preset
+    # sends only temperature and max_tokens, as MASLab does. "thinking" here: no
+    # chat_template_kwargs (Qwen3's template then thinks). In-process engines use the values.
+    omit: tuple[str, ...] = ()
 
     @classmethod
-    def for_mode(cls, thinking: bool, **overrides: Any) -> SamplingParams:
-        """Qwen3 defaults for the mode (thinking 0.6/0.95/20/0, non-thinking 0.7/0.8/20/0)."""
-        base = cls() if thinking else cls(temperature=0.7, top_p=0.8, thinking=False)
+    def for_mode(cls, thinking: bool, preset: str = "qwen3", **overrides: Any) -> SamplingParams:
+        """The preset's settings, then the overrides that are not None.
+
+        qwen3: Qwen3's recommended settings for the mode (thinking 0.6/0.95/20/0, non-thinking
+        0.7/0.8/20/0), all sent. maslab: MASLab's (temperature 0.5, max_tokens 2048), and nothing
+        else is sent but what is given explicitly (and enable_thinking=false with --no-thinking).
+        """
         fields = {k: v for k, v in overrides.items() if v is not None}
+        if preset == "maslab":
+            base = cls(temperature=0.5, top_p=1.0, top_k=0, min_p=0.0, max_tokens=2048, thinking=thinking)
+            quiet = ("top_p", "top_k", "min_p", "presence_penalty", "seed") + (
+                ("thinking",) if thinking else ()
+            )
+            omit = tuple(k for k in quiet if k not in fields)
+            return cls(**{**asdict(base), **fields, "omit": omit})
+        if preset != "qwen3":
+            raise ConfigError(f"unknown --sampling {preset!r}; choose one of: {', '.join(SAMPLING_PRESETS)}")
+        base = cls() if thinking else cls(temperature=0.7, top_p=0.8, thinking=False)
         return cls(**{**asdict(base), **fields})
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)  # flat fields: no need for asdict's recursive copy (hot path)
+        out = dict(self.__dict__)  # flat fields: no need for asdict's recursive copy (hot path)
+        if not self.omit:
+            del out["omit"]  # runs that omit nothing keep the keys they always had
+        else:
+            out["omit"] = list(self.omit)
+        return out
 
 
 @dataclass

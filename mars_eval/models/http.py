@@ -277,19 +277,22 @@ class HTTPClient:
     @staticmethod
     def request_kwargs(params: SamplingParams, strict: bool = False) -> dict:
         """Chat-completions arguments for our sampling settings: vLLM/SGLang extras (top_k, min_p)
-        in extra_body unless the server is `strict` (rejects unknown fields)."""
-        extra: dict = {"chat_template_kwargs": {"enable_thinking": params.thinking}}
+        in extra_body unless the server is `strict` (rejects unknown fields); settings named in
+        `params.omit` are not sent at all."""
+        omit = params.omit
+        extra: dict = (
+            {} if "thinking" in omit else {"chat_template_kwargs": {"enable_thinking": params.thinking}}
+        )
         if not strict:
-            extra.update(top_k=params.top_k, min_p=params.min_p)
-        kwargs: dict = {
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "max_tokens": params.max_tokens,
-            "extra_body": extra,
-        }
-        if params.presence_penalty:
+            extra.update({k: getattr(params, k) for k in ("top_k", "min_p") if k not in omit})
+        kwargs: dict = {"temperature": params.temperature}
+        if "top_p" not in omit:
+            kwargs["top_p"] = params.top_p
+        kwargs["max_tokens"] = params.max_tokens
+        kwargs["extra_body"] = extra
+        if params.presence_penalty and "presence_penalty" not in omit:
             kwargs["presence_penalty"] = params.presence_penalty
-        if params.seed is not None:
+        if params.seed is not None and "seed" not in omit:
             kwargs["seed"] = params.seed
         return kwargs
 

@@ -47,6 +47,13 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
         ):
             if key in summary:
                 table.add_row(label, f"{summary[key]} ({summary[f'{key}_rate']:.1%})")
+    for key, label in (
+        ("verdict_not_an_answer", "mad: debate answer not an answer"),
+        ("verdict_unparseable", "mad: verdict not readable JSON"),
+        ("judge_no_answer", "mad: judge gave no answer"),
+    ):
+        if key in summary:
+            table.add_row(label, str(summary[key]))
     for key, label in (("gold_letters", "gold letters"), ("predicted_letters", "predicted letters")):
         if key in summary:
             table.add_row(label, shown(" ".join(f"{x}:{n}" for x, n in summary[key].items())))
@@ -60,6 +67,15 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
         f"{_short(summary['prompt_tokens'])} / {_short(summary['completion_tokens'])}",
     )
     table.add_row("wall time", f"{summary['wall_seconds']:.1f} s")
+    pack = summary.get("prompts")
+    if isinstance(pack, dict):
+        name, digest, style = (
+            shown(x) for x in (pack.get("name"), pack.get("hash"), summary.get("task_prompt"))
+        )
+        setting = f"{name} ({digest}), task prompt {style}"
+        table.add_row("prompt pack", setting)
+    if summary.get("sampling_preset"):
+        table.add_row("sampling preset", shown(summary["sampling_preset"]))
     console.print(table)
     if errors:
         console.print(

@@ -271,6 +271,15 @@ class Quality:
     errors: int
     error_kinds: dict[str, int]
     outcomes: dict[str, Any]  # outcomes.outcome_summary: truncated, context_overflow, no_answer, letters
+    prompts: str = ""  # the run's prompt pack, "name hash" (empty for runs made before packs)
+
+    @property
+    def mad_counts(self) -> str:
+        """MAD's debates without an answer by cause, "not an answer / unparseable / judge empty"."""
+        keys = ("verdict_not_an_answer", "verdict_unparseable", "judge_no_answer")
+        if not all(k in self.outcomes for k in keys):
+            return "–"
+        return " / ".join(str(self.outcomes[k]) for k in keys)
 
 
 def data_quality(cell: MasCell) -> Quality:
@@ -282,7 +291,10 @@ def data_quality(cell: MasCell) -> Quality:
     records = cell.run.light
     kinds = Counter(str(r["error"]).split(":", 1)[0] for r in records if r.get("error"))
     choices = getattr(make_task(cell.task), "choices", None)
-    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcome_summary(records, choices))
+    pack = cell.run.config.get("prompts") or {}
+    prompts = f"{pack.get('name', '')} {pack.get('hash', '')}".strip() if isinstance(pack, dict) else ""
+    outcomes = outcome_summary(records, choices)
+    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcomes, prompts)
 
 
 # --- games and training ---------------------------------------------------------------------------

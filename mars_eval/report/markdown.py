@@ -168,12 +168,19 @@ def quality_section(report: Report) -> list[str]:
     if not quality:
         return []
     header = ["task", "system", "model", "samples", "errors", "truncated", "context overflow", "no answer"]
-    header += ["unparsed"]
-    header += ["letters predicted", "letters gold"]
+    header += [
+        "unparsed",
+        "mad: not an answer / unparseable / judge empty",
+        "letters predicted",
+        "letters gold",
+        "prompts",
+    ]
     rows = [
         [q.cell.task, q.cell.system, q.cell.model, str(q.samples), str(q.errors)]
         + [str(q.outcomes.get(k, 0)) for k in ("truncated", "context_overflow", "no_answer", "unparsed")]
+        + [q.mad_counts]
         + [_letters(q.outcomes.get("predicted_letters")), _letters(q.outcomes.get("gold_letters"))]
+        + [q.prompts or "–"]
         for q in quality
     ]
     return _section("Data quality", header, rows)

@@ -47,6 +47,7 @@ from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
 from mars_eval.games.play import outcome, play_episode, summarize_episodes
 from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelClient, SamplingParams
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.run.failures import error_kinds, exit_code, sample_error, stops_run, worst
 from mars_eval.run.intervals import episode_intervals, format_interval
 from mars_eval.run.progress import progress_bar
@@ -81,9 +82,13 @@ class GamesConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     params: SamplingParams | None = None  # None for built-in agents
     prompt_style: str = "reference"
+    prompts: str | None = None  # the prompt pack of the reference style: a name or a file (None: ours)
     fresh: bool = False
     request_timeout: float | None = None  # seconds per attempt (connect to last byte)
     max_attempts: int | None = None  # per call, over 429/5xx/timeouts/dropped connections
+
+    def pack(self) -> PromptPack:
+        return load_pack(self.prompts)
 
     def identity(self, model_name: str | None) -> dict[str, Any]:
         """What decides results (the run folder's hash); see the module docstring."""
@@ -93,6 +98,12 @@ class GamesConfig:
             "agent": self.agent,
             "model": model_name,
             "prompt_style": self.prompt_style if self.agent is None else None,
+            # the pack only writes the reference style's text
+            **(
+                {"prompts": self.pack().identity()}
+                if self.agent is None and self.prompt_style == "reference"
+                else {}
+            ),
             "params": params,
             "seed": self.seed,
         }
@@ -185,6 +196,7 @@ def build_config(
     fresh: bool,
     request_timeout: float | None = None,
     max_attempts: int | None = None,
+    prompts: str | None = None,
 ) -> GamesConfig:
     """Validate the command's options into a GamesConfig (ConfigError on bad input)."""
     if agent and model:
@@ -196,6 +208,8 @@ def build_config(
         raise ConfigError("--concurrency must be at least 1")
     if prompt_style is not None and prompt_style not in PROMPT_STYLES:  # with --agent too
         raise ConfigError(f"unknown prompt style {prompt_style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
+    if prompts is not None:  # with --agent too: a bad pack is bad input either way
+        load_pack(prompts)
     chosen = select_games(games, train, held_out)
     cfg = GamesConfig(
         games=chosen,
@@ -233,6 +247,8 @@ def build_config(
     if style not in PROMPT_STYLES:
         raise ConfigError(f"unknown prompt style {style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     cfg.prompt_style = style
+    cfg.prompts = prompts or saved.get("prompts")  # a trained checkpoint: the pack it was trained on
+    cfg.pack()  # a bad pack is refused here, before any work
     think = thinking if thinking is not None else saved.get("thinking", True)
     cfg.params = SamplingParams.for_mode(
         bool(think),
@@ -263,7 +279,7 @@ async def run_unit(cfg: GamesConfig, unit: Unit, client: ModelClient | None) -> 
     if cfg.agent is None:
         assert client is not None and cfg.params is not None
         ctx = SampleContext(client=client, params=cfg.params, sample_key=unit.key, seed=cfg.seed)
-        agent: EpisodeAgent = LLMAgent(ctx, cfg.prompt_style)
+        agent: EpisodeAgent = LLMAgent(ctx, cfg.prompt_style, cfg.pack())
     else:
         agent = BuiltinAgent.from_spec(cfg.agent, game, derive_seed(episode_seed, "agent"))
     seats: dict[int, EpisodeAgent] = {p: agent for p in evaluated}

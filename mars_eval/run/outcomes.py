@@ -16,6 +16,9 @@ it beside its accuracy instead of hiding it among errors:
 - unparsed: a reply the system had to read in a set form could not be read (DyLAN's ranking,
   AgentVerse's expert list or evaluation): the system went on with its documented fallback,
   and `details["unparsed"]` counts such replies in the sample.
+- MAD's own causes of no answer (mas.mad.MAD_COUNTS), for mad runs: verdict_not_an_answer (a
+  debate answer that is a side's name, a placeholder or unreadable ended the debate),
+  verdict_unparseable (no JSON verdict could be read), judge_no_answer (the judge's answer was empty).
 
 Rates are over scored samples (errors, which are rerun, are left out of them as of accuracy).
 For multiple-choice tasks (a task with `choices`, e.g. GPQA's "ABCD") the summary also gives
@@ -64,6 +67,11 @@ def outcome_summary(records: list[dict[str, Any]], choices: str | tuple[str, ...
         out[flag] = c
         out[f"{flag}_rate"] = c / n if n else 0.0
     out["truncated_calls"] = sum(truncated_calls(r.get("transcript") or []) for r in scored)
+    if any("verdicts" in (r.get("details") or {}) for r in scored):  # a mad run: its own counts
+        from mars_eval.mas.mad import MAD_COUNTS
+
+        for flag in MAD_COUNTS:
+            out[flag] = sum(1 for r in scored if (r.get("details") or {}).get(flag))
     if choices:
         letters = list(choices)
         gold = Counter(str(r.get("gold", "")).strip().upper() for r in scored)

@@ -21,10 +21,11 @@ from rich.console import Console
 
 from mars_eval.mas import mas_identity, system_for, used_options
 from mars_eval.mas.base import SampleContext, System
-from mars_eval.models import default_model, make_client
+from mars_eval.models import make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.run.failures import error_kinds, sample_error, stops_run
 from mars_eval.run.identity import (
     IDENTITY_VERSION,
@@ -37,7 +38,7 @@ from mars_eval.run.identity import (
     siblings,
     stored_differences,
 )
-from mars_eval.run.matching import find_mad_match, match_summary
+from mars_eval.run.matching import find_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
@@ -76,9 +77,27 @@ class EvalConfig:
     turns: int | None = None  # agentverse's most turns (default 3)
     topology: str | None = None  # macnet's graph (default random)
     macnet_handoff: str | None = None  # what a macnet edge hands over (default maslab)
-    vote_match: dict[str, Any] | None = None  # the mad run a vote run was matched to (mas.matching)
     task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
     problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)
+    mad_stop: str = "reference"  # MAD's stop rule: reference (the references') or lenient (ours)
+    debate_style: str = "du"  # debate: du (majority of the agents) or maslab (+ an aggregator call)
+    prompts: str | None = None  # the prompt pack: a name or a YAML file (None: "ours")
+    task_prompt: str = (
+        "ours"  # ours (question + answer format) or bare (the question as the references send it)
+    )
+    sampling: str = "qwen3"  # the sampling preset `params` was resolved from (informative; params decide)
+    match_system: str = "mad"  # vote: the system whose finished run sets the number of votes
+    match_run: str | None = None  # vote: that run's folder, named outright
+    vote_match: dict[str, Any] | None = None  # the run a vote run was matched to (run.matching)
+
+    def pack(self) -> PromptPack:
+        return load_pack(self.prompts)
+
+    def make_task(self) -> Task:
+        """The task with this run's prompt pack and task prompt style."""
+        return make_task(
+            self.task, prompts=self.pack(), task_prompt=self.task_prompt, **(self.task_options or {})
+        )
 
     def identity(self, model: dict[str, Any], data: str) -> dict[str, Any]:
         """What decides results, hence the run folder's hash (see `run.identity`): `model` is
@@ -93,6 +112,8 @@ class EvalConfig:
             **model,
             "seed": self.seed,
             "params": self.params.to_dict(),
+            "prompts": self.pack().identity(),
+            "task_prompt": self.task_prompt,
             **used_options(self.system, self),
             **mas_identity(
                 self.system,
@@ -103,7 +124,10 @@ class EvalConfig:
                 turns=self.turns,
                 topology=self.topology,
                 macnet_handoff=self.macnet_handoff,
+                mad_stop=self.mad_stop,
+                debate_style=self.debate_style,
             ),
+            **({"matched_system": self.vote_match.get("system", "mad")} if self.vote_match else {}),
         }
 
     def _task_identity(self) -> dict[str, Any]:
@@ -200,14 +224,19 @@ def open_run(
     return RunStore(path, config, fresh=cfg.fresh)
 
 
-def matched_votes(cfg: EvalConfig, console: Console, model: str | None = None) -> int | None:
-    """Votes for a compute-matched `vote` run (see `mas.matching`): the mean calls per sample,
-    rounded half up, of the newest finished `mad` run on the same task and model in the same
-    output folder; sets `cfg.vote_match`. None: no such run (the system's default applies)."""
-    model = model or cfg.model or ("" if cfg.base_urls else default_model())
-    match = find_mad_match(cfg.output, make_task(cfg.task).name, model)
-    if match is None:
-        return None
+def matched_votes(cfg: EvalConfig, console: Console, identity: dict[str, Any], n_problems: int) -> int:
+    """Votes for a compute-matched `vote` run (see `run.matching`): the mean calls per sample,
+    rounded half up, of the finished run of `cfg.match_system` (mad) whose configuration equals
+    this one's (`identity`, before matching) but for the system, or of `cfg.match_run`; sets
+    `cfg.vote_match`. ConfigError (one line, before any work) when there is none."""
+    match = find_match(
+        cfg.output,
+        identity,
+        n_problems,
+        cfg.samples,
+        system=cfg.match_system,
+        run=cfg.match_run,
+    )
     cfg.vote_match = match
     console.print(
         f"vote: matching {escape(match['run'])}: {match['mad_calls_per_sample']:.2f} calls per sample"
@@ -348,7 +377,7 @@ async def run_eval(
     """
     console = console or Console(stderr=True)
     quiet_interrupted_shutdown(asyncio.get_running_loop())
-    task = make_task(cfg.task, **(cfg.task_options or {}))
+    task = cfg.make_task()
     cfg.task = task.name  # an alias ("aime", "gpqa") names the same run folder as the task itself
     system = system_for(cfg.system, cfg)
     if cfg.samples < 1:
@@ -376,7 +405,8 @@ async def run_eval(
             await client.check()
         model_name = cfg.model or client.model
         if cfg.system == "vote" and cfg.votes is None:  # compute-matched: built once votes are known
-            cfg.votes = matched_votes(cfg, console, model_name)
+            _, before = run_folder(cfg, "vote", model_name, engine_kind(client), data_hash(loaded))
+            cfg.votes = matched_votes(cfg, console, before, len(problems))
             system = system_for("vote", cfg)
         if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
             if isinstance(client, HTTPClient):
@@ -509,5 +539,8 @@ def summarize(
         **match_summary(cfg.vote_match, records),
         "seed": cfg.seed,
         "sampling": asdict(cfg.params),
+        "sampling_preset": cfg.sampling,
+        "prompts": cfg.pack().identity(),
+        "task_prompt": cfg.task_prompt,
     }
     return summary

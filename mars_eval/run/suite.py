@@ -179,7 +179,9 @@ def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
     loaded = {}
     for task_name in plan.tasks:
         problems = load_task_problems(
-            make_task(task_name), plan.data_files.get(task_name), plan.template.seed
+            make_task(task_name, prompts=plan.template.pack(), task_prompt=plan.template.task_prompt),
+            plan.data_files.get(task_name),
+            plan.template.seed,
         )
         kept = problems if plan.template.limit is None else problems[: plan.template.limit]
         if not kept:

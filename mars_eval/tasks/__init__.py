@@ -9,10 +9,13 @@ lazily so that importing this package stays cheap (the math scorer's worker proc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem, ScorerError, Task
+
+if TYPE_CHECKING:
+    from mars_eval.prompts import PromptPack
 
 TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "gpqa-diamond-maslab", "arith", "custom")
 TASK_ALIASES = {
@@ -26,9 +29,15 @@ TASK_ALIASES = {
 __all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "load_problems", "make_task"]
 
 
-def make_task(name: str, **options: Any) -> Task:
+def make_task(
+    name: str, prompts: PromptPack | None = None, task_prompt: str = "ours", **options: Any
+) -> Task:
     """Build a task by name or alias; unknown names raise ConfigError listing the valid ones.
+    `prompts`: the prompt pack whose task templates it uses (None: `ours`); `task_prompt`: "ours"
+    (the question and our answer format) or "bare" (the question as the references send it).
     `options` are the custom task's (`tasks.custom`): given to another task, a ConfigError."""
+    from mars_eval.tasks.prompting import TaskPrompts
+
     key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
     given = {k: v for k, v in options.items() if v is not None}
     if key == "custom":
@@ -38,28 +47,33 @@ def make_task(name: str, **options: Any) -> Task:
     if given:
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} is used by --task custom only")
+    if key not in TASK_NAMES:
+        aliases = ", ".join(f"{a}={t}" for a, t in TASK_ALIASES.items())
+        raise ConfigError(
+            f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})"
+        )
+    tp = TaskPrompts(prompts, task_prompt) if prompts is not None else TaskPrompts(style=task_prompt)
     if key == "aime24":
         from mars_eval.tasks.math_tasks import aime24_task
 
-        return aime24_task()
+        return aime24_task(tp)
     if key == "aime25":
         from mars_eval.tasks.math_tasks import aime25_task
 
-        return aime25_task()
+        return aime25_task(tp)
     if key == "math500":
         from mars_eval.tasks.math_tasks import math500_task
 
-        return math500_task()
+        return math500_task(tp)
     if key in ("gpqa-diamond", "gpqa-diamond-maslab"):
         from mars_eval.tasks.gpqa import GPQATask
 
-        return GPQATask(key, order="maslab" if key.endswith("maslab") else "shuffled")
+        return GPQATask(key, order="maslab" if key.endswith("maslab") else "shuffled", prompts=tp)
     if key == "arith":
         from mars_eval.tasks.arith import ArithTask
 
-        return ArithTask()
-    aliases = ", ".join(f"{a}={t}" for a, t in TASK_ALIASES.items())
-    raise ConfigError(f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})")
+        return ArithTask(prompts=tp)
+    raise AssertionError(key)  # every name of TASK_NAMES is built above
 
 
 def load_problems(task: Task, data_files: str | None = None, seed: int = 0) -> list[Problem]:

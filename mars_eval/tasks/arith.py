@@ -6,7 +6,7 @@ The problems depend only on `problem_seed` (default 0), not on the run seed pass
 `load`, so runs with different sampling seeds answer the same questions.
 
 Prompt, extraction, canonical keys and scoring are those of the math tasks
-(`math_tasks.MATH_ANSWER_FORMAT`, last `\\boxed{}`, math-verify with the integer fast path).
+(the pack's tasks.math templates, last `\\boxed{}`, math-verify with the integer fast path).
 Ids are "arith-<index>-<hash of the question>", stable for a given problem seed.
 """
 
@@ -19,7 +19,8 @@ from mars_eval.models.base import ConfigError
 from mars_eval.tasks.base import Problem
 from mars_eval.tasks.loading import HubDataset
 from mars_eval.tasks.math_scoring import MathScorer
-from mars_eval.tasks.math_tasks import MathTask, math_prompt, text_id
+from mars_eval.tasks.math_tasks import MathTask, text_id
+from mars_eval.tasks.prompting import TaskPrompts
 
 Template = Callable[[random.Random], tuple[str, int]]
 NAMES = ("Ada", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Ines", "Jun")
@@ -89,8 +90,11 @@ def _pages(r: random.Random) -> tuple[str, int]:
 TEMPLATES: tuple[Template, ...] = (_bakery, _savings, _bus, _garden, _sharing, _pages)
 
 
-def make_arith_problems(n: int = 30, problem_seed: int = 0) -> list[Problem]:
+def make_arith_problems(
+    n: int = 30, problem_seed: int = 0, prompts: TaskPrompts | None = None
+) -> list[Problem]:
     """`n` word problems with non-negative integer answers (deterministic in problem_seed)."""
+    prompts = prompts or TaskPrompts()
     r = random.Random(f"arith:{problem_seed}")
     problems: list[Problem] = []
     while len(problems) < n:
@@ -101,7 +105,7 @@ def make_arith_problems(n: int = 30, problem_seed: int = 0) -> list[Problem]:
         problems.append(
             Problem(
                 id=f"arith-{i:03d}-{text_id('q', question)[2:10]}",
-                prompt=math_prompt(question),
+                prompt=prompts.math(question),
                 gold=str(answer),
                 question=question,
                 meta={"problem_seed": problem_seed},
@@ -113,12 +117,18 @@ def make_arith_problems(n: int = 30, problem_seed: int = 0) -> list[Problem]:
 class ArithTask(MathTask):
     """Synthetic arithmetic with the math tasks' prompt, extraction and scoring."""
 
-    def __init__(self, n: int = 30, problem_seed: int = 0, scorer: MathScorer | None = None) -> None:
-        super().__init__("arith", HubDataset(repo="", split="", columns=()), scorer=scorer)
+    def __init__(
+        self,
+        n: int = 30,
+        problem_seed: int = 0,
+        scorer: MathScorer | None = None,
+        prompts: TaskPrompts | None = None,
+    ) -> None:
+        super().__init__("arith", HubDataset(repo="", split="", columns=()), scorer=scorer, prompts=prompts)
         self.n = n
         self.problem_seed = problem_seed
 
     def load(self, data_files: str | None = None, seed: int = 0) -> list[Problem]:
         if data_files is not None:
             raise ConfigError("task arith is generated offline and takes no --data-files")
-        return make_arith_problems(self.n, self.problem_seed)
+        return make_arith_problems(self.n, self.problem_seed, self.prompts)

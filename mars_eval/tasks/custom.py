@@ -28,7 +28,8 @@ from mars_eval.tasks.choice import extract_choice_letter
 from mars_eval.tasks.extract import extract_math_answer
 from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_scoring import MathScorer, canonical_math, default_scorer
-from mars_eval.tasks.math_tasks import MATH_ANSWER_FORMAT, text_id
+from mars_eval.tasks.math_tasks import text_id
+from mars_eval.tasks.prompting import TaskPrompts
 
 ANSWER_TYPES = ("math", "choice", "exact")
 ALL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -104,7 +105,7 @@ class CustomTask:
     def answer_format(self) -> str:
         if self.answer_type == "choice":
             return choice_format(self.letters)
-        return MATH_ANSWER_FORMAT if self.answer_type == "math" else EXACT_ANSWER_FORMAT
+        return TaskPrompts().math_format() if self.answer_type == "math" else EXACT_ANSWER_FORMAT
 
     @property
     def choices(self) -> str | None:
@@ -141,7 +142,7 @@ class CustomTask:
         pid = pid or text_id("custom", question)
         gold = str(row[self.answer_field]).strip()
         if self.answer_type == "math":
-            return Problem(pid, f"{question}\n{MATH_ANSWER_FORMAT}", gold, question)
+            return Problem(pid, TaskPrompts().math(question), gold, question)
         if self.answer_type == "exact":
             return Problem(pid, f"{question}\n{EXACT_ANSWER_FORMAT}", gold, question)
         options = _options(row.get(self.choices_field))

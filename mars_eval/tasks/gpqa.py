@@ -17,7 +17,7 @@ Option order (`order`):
     compare with those figures: a model that favours A scores higher on it.
 The gold is the letter. The run summary gives the spread of gold and predicted letters.
 
-Prompt (`Problem.prompt`):
+Prompt (`Problem.prompt`, `--task-prompt ours`: the prompt pack's tasks.gpqa templates; in `ours`):
 
     {question}
 
@@ -30,6 +30,7 @@ Prompt (`Problem.prompt`):
     where X is one of A, B, C or D.
 
 `Problem.question` is the question with its options, without the last instruction.
+`--task-prompt bare`: the question and "(A) ..." option lines, no instruction (see `prompting`).
 Extraction: `choice.extract_choice_letter`, whose numbered rules (answer phrases, LaTeX and
 markdown around the letter, "A" as an article, negation, hedges, the last statement wins, a
 final line that is only the letter; thinking never counts) are in `mars_eval.tasks.choice`.
@@ -46,13 +47,10 @@ from mars_eval.tasks.base import Problem
 from mars_eval.tasks.extract import extract_choice_letter
 from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_tasks import text_id
+from mars_eval.tasks.prompting import TaskPrompts
 
 LETTERS = "ABCD"
 ORDERS = ("shuffled", "maslab")
-GPQA_ANSWER_FORMAT = (
-    'Think step by step, then end your response with a final line of the form "Answer: X", '
-    "where X is one of A, B, C or D."
-)
 INCORRECT_COLUMNS = ("Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
 GPQA_DIAMOND = HubDataset(
     repo="Idavidrein/gpqa",
@@ -74,21 +72,20 @@ def shuffled_options(
     return shown, LETTERS[order.index(0)]
 
 
-def choice_block(question: str, options: list[str]) -> str:
-    lines = "\n".join(f"{LETTERS[i]}) {opt}" for i, opt in enumerate(options))
-    return f"{question.strip()}\n\n{lines}"
-
-
 class GPQATask:
     """Four-option multiple choice scored by letter."""
-
-    answer_format = GPQA_ANSWER_FORMAT
 
     choices = LETTERS  # a multiple-choice task: the summary reports the letter spreads
 
     def __init__(
-        self, name: str = "gpqa-diamond", source: HubDataset = GPQA_DIAMOND, order: str = "shuffled"
+        self,
+        name: str = "gpqa-diamond",
+        source: HubDataset = GPQA_DIAMOND,
+        order: str = "shuffled",
+        prompts: TaskPrompts | None = None,
     ) -> None:
+        self.prompts = prompts or TaskPrompts()
+        self.answer_format = self.prompts.gpqa_format()
         if order not in ORDERS:
             raise ConfigError(f"unknown GPQA option order {order!r}; choose one of: {', '.join(ORDERS)}")
         self.name = name
@@ -111,10 +108,10 @@ class GPQATask:
             options, gold = [correct, *incorrect], LETTERS[0]
         else:
             options, gold = shuffled_options(correct, incorrect, seed, pid)
-        body = choice_block(question, options)
+        prompt, body = self.prompts.gpqa(question, options, LETTERS)
         return Problem(
             id=pid,
-            prompt=f"{body}\n\n{GPQA_ANSWER_FORMAT}",
+            prompt=prompt,
             gold=gold,
             question=body,
             meta={"options": options, "seed": seed, "order": self.order},

@@ -1,11 +1,12 @@
 """Competition-math tasks: AIME 2024, AIME 2025 and MATH-500.
 
-Prompt (the common Qwen/DeepSeek math format): the problem, a newline, then the answer
-format `MATH_ANSWER_FORMAT`:
+Prompt (`--task-prompt ours`, the prompt pack's tasks.math.prompt; in `ours` the common
+Qwen/DeepSeek math format): the problem, a newline, then the answer format:
 
     {problem}
     Please reason step by step, and put your final answer within \\boxed{}.
 
+`--task-prompt bare`: the problem alone, as the references send it (see `prompting`).
 `Problem.question` is the problem alone (debate systems add `answer_format` themselves).
 Extraction: `extract.extract_math_answer` (last `\\boxed{}`, then "answer is", then the last
 number of the final line). Scoring: `math_scoring.MathScorer` (math-verify, gold first, in a
@@ -27,8 +28,7 @@ from mars_eval.tasks.base import Problem
 from mars_eval.tasks.extract import extract_math_answer
 from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_scoring import MathScorer, canonical_math, default_scorer
-
-MATH_ANSWER_FORMAT = "Please reason step by step, and put your final answer within \\boxed{}."
+from mars_eval.tasks.prompting import TaskPrompts
 
 
 def text_id(prefix: str, text: str) -> str:
@@ -36,14 +36,8 @@ def text_id(prefix: str, text: str) -> str:
     return f"{prefix}-{hashlib.sha256(text.strip().encode()).hexdigest()[:12]}"
 
 
-def math_prompt(question: str) -> str:
-    return f"{question.strip()}\n{MATH_ANSWER_FORMAT}"
-
-
 class MathTask:
     """A math benchmark: rows with a problem and a gold answer, scored by math-verify."""
-
-    answer_format = MATH_ANSWER_FORMAT
 
     def __init__(
         self,
@@ -52,7 +46,10 @@ class MathTask:
         id_column: str | None = None,
         meta_columns: tuple[str, ...] = (),
         scorer: MathScorer | None = None,
+        prompts: TaskPrompts | None = None,
     ) -> None:
+        self.prompts = prompts or TaskPrompts()
+        self.answer_format = self.prompts.math_format()
         self.name = name
         self.source = source
         self.id_column = id_column  # used when present in a row, else a hash of the problem
@@ -74,7 +71,7 @@ class MathTask:
         pid = str(raw_id) if raw_id is not None and str(raw_id).strip() else text_id(self.name, question)
         meta = {c: row[c] for c in self.meta_columns if c in row}
         gold = str(row["answer"]).strip()
-        return Problem(id=pid, prompt=math_prompt(question), gold=gold, question=question, meta=meta)
+        return Problem(id=pid, prompt=self.prompts.math(question), gold=gold, question=question, meta=meta)
 
     def extract(self, text: str) -> str | None:
         return extract_math_answer(text)
@@ -96,13 +93,15 @@ AIME25 = HubDataset(repo="math-ai/aime25", split="test", columns=("problem", "an
 MATH500 = HubDataset(repo="HuggingFaceH4/MATH-500", split="test", columns=("problem", "answer"))
 
 
-def aime24_task() -> MathTask:
-    return MathTask("aime24", AIME24, id_column="id", meta_columns=("year", "url"))
+def aime24_task(prompts: TaskPrompts | None = None) -> MathTask:
+    return MathTask("aime24", AIME24, id_column="id", meta_columns=("year", "url"), prompts=prompts)
 
 
-def aime25_task() -> MathTask:
-    return MathTask("aime25", AIME25, id_column="id")
+def aime25_task(prompts: TaskPrompts | None = None) -> MathTask:
+    return MathTask("aime25", AIME25, id_column="id", prompts=prompts)
 
 
-def math500_task() -> MathTask:
-    return MathTask("math500", MATH500, id_column="unique_id", meta_columns=("subject", "level"))
+def math500_task(prompts: TaskPrompts | None = None) -> MathTask:
+    return MathTask(
+        "math500", MATH500, id_column="unique_id", meta_columns=("subject", "level"), prompts=prompts
+    )

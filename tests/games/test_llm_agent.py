@@ -259,11 +259,17 @@ def test_reference_style_is_the_default_chat(tmp_path):
     assert summary["prompt_style"] == "reference"
     assert all(r["invalid_rate"] == 0.0 for r in summary["results"])
     assert not any("SECRET-THOUGHT" in m["content"] for c in client.calls for m in c.messages)
+    from mars_eval.prompts import load_pack
+
+    ours = load_pack()  # the default pack
+    own_turn = ours.render("games.turn.own", n=99).replace("99", "")
     for c in client.calls:
-        assert c.messages[0]["content"].startswith("You are an AI agent that makes optimal decisions to win")
-        assert c.messages[1]["content"].startswith("GAME RULES:\n")
+        assert c.messages[0]["content"] == ours.render("games.tic_tac_toe.system")
+        assert c.messages[1]["content"].startswith(
+            ours.render("games.tic_tac_toe.user", rules="", information="", instructions="")[:12]
+        )
         assert [m["role"] for m in c.messages[2::2]] == ["assistant"] * len(c.messages[2::2])
-        assert "This is your turn." in c.messages[-1]["content"]
+        assert own_turn.split("\n\n", 1)[1][:40] in c.messages[-1]["content"]
         assert c.messages[-1]["content"].rstrip().endswith(">.")  # LEGAL ACTIONS: <X(0,0)>, ...
     later = [c for c in client.calls if len(c.messages) > 2]
     assert later and all(m["content"].startswith("<answer>") for c in later for m in c.messages[2::2])

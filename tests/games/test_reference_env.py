@@ -1,8 +1,10 @@
-"""The reference environments' interface: prompt text, chats, action strings, answer rule, forfeits.
+"""The reference environments' interface: chat layout, action strings, answer rule, forfeits.
 
-The expected texts below are what thu-nics/MARS roll/agentic/env/*/env.py and its env manager
-produce for the same positions (checked once against that code); a change here changes what a
-released MARS checkpoint sees.
+The prose of the chat comes from a prompt pack; these tests use a pack whose texts are short
+markers written for the test, so what is checked is the layout the reference builds (system,
+first user message = prefix + turns up to the first own move, one user message per later stretch
+of turns, what an other player's turn shows) and the values filled in. That the imported `mars`
+pack reproduces the reference's own text is checked against a MARS checkout (docs: issue 17).
 """
 
 from __future__ import annotations
@@ -11,90 +13,82 @@ import pytest
 
 from mars_eval.games import ALL_GAMES, make_game
 from mars_eval.games import reference_env as ref
+from mars_eval.prompts import PromptPack, load_pack
 
-TTT_O_INFO = (
-    "PLAYER INFORMATION:\n1. Your mark is O. You are competing with another player controlling the mark X.\n"
-    "2. In each of your turns:\n"
-    "   a. The game state demonstrates the current board with a three-line text grid, where 'X' "
-    "and 'O' are the "
-    "marks of the two players, and '_' represents empty cells.\n"
-    "   b. You need to chose an action to place your mark in an empty cell, based on the given "
-    "game state and "
-    "the history of your decisions.\n"
-    "   c. All legal actions for the current turn are provided in the format of "
-    "`<O({row},{column})>`, where `O` "
-    "is your mark, and {row} and {column} are integers indicating the row and column of the cell "
-    "to place your "
-    "mark.\n\n"
+MARKERS = {
+    "games.turn.own": "[own {n}]",
+    "games.turn.other_full": "[other {n}]",
+    "games.turn.other_action": "[other {n}, action only]",
+    "games.turn.state": "<state {state}|legal {legal}>",
+    "games.turn.chosen": "<chose {action}>",
+}
+for family in ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "hanabi"):
+    MARKERS.update(
+        {
+            f"games.{family}.system": f"system of {family}",
+            f"games.{family}.rules": f"rules of {family}",
+            f"games.{family}.information": "seat {player} mark {mark} vs {other_mark} / {other_player}",
+            f"games.{family}.format": "fmt{{x}}",
+            f"games.{family}.example": "ex {mark}",
+            f"games.{family}.instructions": "do {format} like {example}",
+            f"games.{family}.user": "R:{rules}|I:{information}|N:{instructions}|",
+        }
+    )
+MARKERS["games.hanabi.rules"] = (
+    "{colors} colors ({color_names}), ranks to {ranks}; {rank_counts}; {total_cards} cards; hand "
+    "{hand_size}; tokens {max_information_tokens}/{max_life_tokens}; best {max_score}"
 )
-TTT_INSTRUCTIONS = (
-    "RESPONSE INSTRUCTIONS:\nAlways choose only one action from the legal actions and output "
-    "`<answer>{your chosen action}</answer>` with no extra text after you finish the thinking process. For "
-    "example, `<answer><O(0,0)></answer>`. Strictly follow the above format and keep your thinking process "
-    "concise. Responses that do not follow the format will result in immediate loss of the game.\n\n"
-)
-OTHER_FULL = (
-    "This is the other player's turn. The game state, legal actions, as well as the chosen action of the "
-    "other player for this turn are provided below.\n\n"
-)
-OWN = (
-    "This is your turn. The game state and legal actions for this turn are provided below. Please "
-    "choose your "
-    "action and strictly follow the given output format in the response instructions.\n\n"
-)
+MARKERS["games.hanabi.rank_counts.2"] = "{per_color} per color"
+PACK = PromptPack("test", {**load_pack().templates, **MARKERS})
+
+TTT_LEGAL_1 = "<X(0,0)>, <X(0,1)>, <X(0,2)>, <X(1,0)>, <X(1,1)>, <X(1,2)>, <X(2,0)>, <X(2,1)>, <X(2,2)>"
 
 
-def test_tic_tac_toe_chat_of_the_second_player_matches_the_reference():
+def test_tic_tac_toe_chat_of_the_second_player_has_the_reference_layout():
     ep = make_game("tic_tac_toe").new_episode(0)
     for move in ("x(1,1)", "o(0,0)", "x(2,2)"):
         ep.apply(move)
-    chat = ep.messages(1, "reference", ["<answer><O(0,0)></answer>"])
+    chat = ep.messages(1, "reference", ["<answer><O(0,0)></answer>"], PACK)
     assert [m["role"] for m in chat] == ["system", "user", "assistant", "user"]
-    assert (
-        chat[0]["content"]
-        == "You are an AI agent that makes optimal decisions to win in the game of tic-tac-toe."
-    )
-    first = chat[1]["content"]
-    assert first.startswith(
-        "GAME RULES:\n1. Tic-tac-toe is a two-player board game played on a three-by-three grid."
-    )
-    assert TTT_O_INFO + TTT_INSTRUCTIONS in first
-    assert first.endswith(
-        "Information of Turn-1:\n\n" + OTHER_FULL + "GAME STATE:\n___\n___\n___\n\nLEGAL ACTIONS:\n"
-        "<X(0,0)>, <X(0,1)>, <X(0,2)>, <X(1,0)>, <X(1,1)>, <X(1,2)>, <X(2,0)>, <X(2,1)>, <X(2,2)>.\n\n"
-        "CHOSEN ACTION:\n<X(1,1)>\n"
-        "Information of Turn-2:\n\n" + OWN + "GAME STATE:\n___\n_X_\n___\n\nLEGAL ACTIONS:\n"
-        "<O(0,0)>, <O(0,1)>, <O(0,2)>, <O(1,0)>, <O(1,2)>, <O(2,0)>, <O(2,1)>, <O(2,2)>.\n\n"
+    assert chat[0]["content"] == "system of tic_tac_toe"
+    assert chat[1]["content"] == (
+        "R:rules of tic_tac_toe|I:seat 1 mark O vs X / 0|N:do fmt{x} like ex O|"
+        f"[other 1]<state ___\n___\n___|legal {TTT_LEGAL_1}><chose <X(1,1)>>"
+        "[own 2]<state ___\n_X_\n___|legal <O(0,0)>, <O(0,1)>, <O(0,2)>, <O(1,0)>, <O(1,2)>, <O(2,0)>, "
+        "<O(2,1)>, <O(2,2)>>"
     )
     assert chat[2]["content"] == "<answer><O(0,0)></answer>"
     assert chat[3]["content"] == (
-        "Information of Turn-3:\n\n" + OTHER_FULL + "GAME STATE:\nO__\n_X_\n___\n\nLEGAL ACTIONS:\n"
-        "<X(0,1)>, <X(0,2)>, <X(1,0)>, <X(1,2)>, <X(2,0)>, <X(2,1)>, <X(2,2)>.\n\n"
-        "CHOSEN ACTION:\n<X(2,2)>\n"
-        "Information of Turn-4:\n\n" + OWN + "GAME STATE:\nO__\n_X_\n__X\n\nLEGAL ACTIONS:\n"
-        "<O(0,1)>, <O(0,2)>, <O(1,0)>, <O(1,2)>, <O(2,0)>, <O(2,1)>.\n\n"
+        "[other 3]<state O__\n_X_\n___|legal <X(0,1)>, <X(0,2)>, <X(1,0)>, <X(1,2)>, <X(2,0)>, <X(2,1)>, "
+        "<X(2,2)>><chose <X(2,2)>>"
+        "[own 4]<state O__\n_X_\n__X|legal <O(0,1)>, <O(0,2)>, <O(1,0)>, <O(1,2)>, <O(2,0)>, <O(2,1)>>"
     )
 
 
 def test_hidden_information_games_show_only_the_other_players_action():
     ep = make_game("kuhn_poker").new_episode(0)  # player 0 holds K, player 1 holds Q
     ep.apply("Check")
-    chat = ep.messages(1, "reference", [])
-    assert (
-        chat[0]["content"]
-        == "You are an AI agent that makes optimal decisions to win in the game of Kuhn Poker."
-    )
+    chat = ep.messages(1, "reference", [], PACK)
+    assert chat[0]["content"] == "system of kuhn_poker"
     assert chat[1]["content"].endswith(
-        "Information of Turn-1:\n\nThis is the other player's turn. The game state for this turn "
-        "is not available "
-        "to you. The chosen action of the other player for this turn is provided below.\n\n"
-        "CHOSEN ACTION:\n<PASS>\n"
-        "Information of Turn-2:\n\n" + OWN + "GAME STATE:\n"
-        "1. Blind ante: both player_0 and player_1 place 1 chip into the pot.\n"
-        "2. Deal: your card is Queen (Q).\n"
-        "3. Turn 1: player_0 chooses to <PASS>.\n\nLEGAL ACTIONS:\n<PASS>, <BET>.\n\n"
+        "[other 1, action only]<chose <PASS>>"
+        "[own 2]<state 1. Blind ante: both player_0 and player_1 place 1 chip into the pot.\n"
+        "2. Deal: your card is Queen (Q).\n3. Turn 1: player_0 chooses to <PASS>.|legal <PASS>, <BET>>"
     )
     assert "your card is King" not in "".join(m["content"] for m in chat)
+
+
+def test_hanabi_prefix_values_and_the_default_pack():
+    user = ref.prefix("simple_hanabi", 1, pack=PACK)["user"]
+    assert (
+        "3 colors (Red (R), Yellow (Y), Green (G)), ranks to 2; 4 per color; 12 cards; hand 5; "
+        "tokens 8/3; best 6" in user
+    )
+    assert "seat 1 mark O vs X / 0" in user
+    ours = load_pack()
+    default = ref.prefix("connect_four", 0)  # no pack given: ours
+    assert default["system"] == ours.render("games.connect_four.system")
+    assert ours.render("games.connect_four.example", mark="X") in default["user"]
 
 
 def test_state_texts_of_the_reference():
@@ -137,20 +131,7 @@ def test_state_texts_of_the_reference():
     assert text[9] == "    - Card 0: one of the colors [R, Y] and one of the ranks [1, 2]."
 
 
-def test_prefixes_name_the_game_goal_and_format():
-    hanabi = ref.prefix("simple_hanabi", 1)
-    assert hanabi["system"].endswith("to achieve the highest score in the game of hanabi.")
-    assert "3 colors: Red(denoted by R), Yellow(denoted by Y), Green(denoted by G)" in hanabi["user"]
-    assert (
-        "for a total of 12 cards" in hanabi["user"]
-        and "1. You will be playing as the player 1." in hanabi["user"]
-    )
-    assert hanabi["user"].endswith(
-        "will result in immediate loss of all life tokens and end of the game.\n\n"
-    )
-    c4 = ref.prefix("connect_four", 0)["user"]
-    assert "`<answer>{your chosen column}</answer>`" in c4 and "`<answer><X(3)></answer>`" in c4
-    assert "`<answer><CALL></answer>`" in ref.prefix("leduc_poker", 0)["user"]
+def test_hanabi_action_strings():
     ep = make_game("mini_hanabi").new_episode(0)
     assert ref.legal_action_strings(ep)[:2] == ["<Play card 0>", "<Play card 1>"]
     assert "<Reveal player +1 rank 1>" in ref.legal_action_strings(ep)

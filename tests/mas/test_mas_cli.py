@@ -34,7 +34,11 @@ def test_system_accuracy_with_faults_equals_truth(system, tmp_path, scripted_ser
             data_files=data.path,
             system=system,
         )
-        + ["--request-timeout", "5"],
+        + ["--request-timeout", "5"]
+        # The scripted moderator writes prose, not JSON: the reference stop rule reads no answer
+        # from it (tests/mas/test_protocol_options.py); the lenient rule goes on to the judge.
+        + (["--mad-stop", "lenient"] if system == "mad" else [])
+        + (["--votes", "5"] if system == "vote" else []),  # no mad run here to match
         timeout=240,
     )
     assert res.returncode == 0, res.describe()
@@ -57,7 +61,7 @@ def test_mad_kill_and_resume_loses_nothing(tmp_path, scripted_server):
     srv = scripted_server(data.policy, model=MODEL, latency=0.3)
     args = mas_args(
         model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", data_files=data.path, system="mad"
-    ) + ["--concurrency", "4"]
+    ) + ["--concurrency", "4", "--mad-stop", "lenient"]
     proc = start_cli(args)
     run_dirs: list[Path] = []
     deadline = time.monotonic() + 120

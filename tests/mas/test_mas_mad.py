@@ -38,10 +38,12 @@ def debater_policy(moderator: list[str], judge: list[str] | None = None, aff: st
     return policy
 
 
-def run(policy, rounds: int = 3, task=None, judge_sees: str = "first-round"):
+def run(policy, rounds: int = 3, task=None, judge_sees: str = "first-round", stop: str = "lenient"):
+    """Most tests below are of the lenient rule (--mad-stop lenient); the reference rule's are
+    marked so."""
     client = ScriptedClient(policy, AGENTS)
     ctx = make_ctx(client)
-    result = asyncio.run(MADDebate(rounds, judge_sees).solve(PROBLEM, task or FakeMathTask(), ctx))
+    result = asyncio.run(MADDebate(rounds, judge_sees, stop).solve(PROBLEM, task or FakeMathTask(), ctx))
     return result, client, ctx
 
 
@@ -291,3 +293,40 @@ def test_no_prompt_asks_a_debater_to_hold_its_position():
                 assert nudge not in text
     rebuttal = next(c for c in client.calls if c.agent == "affirmative" and c.n == 1)
     assert "No, it is \\boxed{72} (round 1)" in rebuttal.last_user and "agree" in rebuttal.last_user
+
+
+# --- the reference stop rule (the default) ------------------------------------------------------
+def test_reference_rule_is_the_default():
+    assert make_system("mad").stop == "reference"
+    with pytest.raises(ConfigError, match="--mad-stop"):
+        MADDebate(stop="sometimes")
+
+
+@pytest.mark.parametrize("raw", ["73", "\\boxed{73}", 73, "$73$", " 73. ", ["73"]])
+def test_reference_rule_reads_the_answer_as_written(raw):
+    result, client, _ = run(debater_policy([verdict(raw)]), stop="reference")
+    assert result.answer == "73" and len(client.calls) == 3
+
+
+@pytest.mark.parametrize("raw", ["Affirmative", "the negative side", "Continue", "N/A", "no idea at all"])
+def test_reference_rule_stops_at_any_non_empty_answer_and_counts_it(raw):
+    """A side's name or a placeholder ends the debate, as in the references; it is no answer."""
+    result, client, _ = run(debater_policy([verdict(raw), verdict("73")]), stop="reference")
+    assert len(client.calls) == 3 and result.answer is None
+    assert result.details["verdict_not_an_answer"] is True and result.details["rounds_run"] == 1
+
+
+def test_reference_rule_goes_on_past_an_empty_answer_and_has_no_fallback():
+    empty = verdict("")
+    result, client, _ = run(
+        debater_policy([empty, empty, empty], judge=["candidates: 73 and 72", verdict("")]), stop="reference"
+    )
+    assert len(client.calls) == 11 and result.answer is None  # the debaters' 73 is not used
+    assert result.details["judge_no_answer"] is True
+    assert client.agents_in_order()[-2:] == ["judge", "judge"]
+
+
+def test_reference_rule_counts_an_unreadable_verdict_and_stops():
+    result, client, _ = run(debater_policy(["I prefer the affirmative side."]), stop="reference")
+    assert len(client.calls) == 3 and result.answer is None
+    assert result.details["verdict_unparseable"] is True

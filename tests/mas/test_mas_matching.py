@@ -1,4 +1,5 @@
-"""`vote` is compute-matched to the newest finished `mad` run: same calls per sample (half up)."""
+"""`vote` is compute-matched to the finished `mad` run of its configuration: same calls per sample
+(half up); no such run is bad input naming the closest run and what differs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mars_eval.run.matching import find_mad_match, match_summary, round_half_up
+from mars_eval.models.base import ConfigError
+from mars_eval.run.matching import differences, find_match, match_summary, round_half_up
 from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
 from tests.support.scripted_policy import Reply, ScriptedRequest
@@ -97,40 +99,64 @@ def test_mad_then_vote_spends_the_same_calls_per_sample(scripted_server, tmp_pat
     assert "matched_to" not in json.loads((Path(two["run_dir"]) / "config.json").read_text())
 
 
-def test_no_mad_run_means_the_default_and_no_match(tmp_path):
-    assert find_mad_match(tmp_path, "arith", "m") is None
+def test_no_mad_run_is_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match="no finished mad run"):
+        find_match(tmp_path, {"task": "arith", "system": "vote"}, 4, 1)
     assert match_summary(None, []) == {}
 
 
-def test_newest_finished_mad_run_of_the_same_task_and_model_wins(tmp_path):
+def _write(tmp_path: Path, name: str, config: dict, calls: float, mtime: int, summary: bool = True) -> None:
     import os
 
-    def write(name: str, calls: float, mtime: int, summary: bool = True) -> None:
-        run = tmp_path / name
-        run.mkdir()
-        if summary:
-            body = {
-                "llm_calls_per_sample": calls,
-                "llm_calls": calls * 2,
-                "prompt_tokens": 10,
-                "completion_tokens": 6,
-            }
-            (run / "summary.json").write_text(json.dumps(body))
-            os.utime(run / "summary.json", (mtime, mtime))
+    run = tmp_path / name
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(config))
+    if summary:
+        body = {"llm_calls_per_sample": calls, "llm_calls": calls * 2, "prompt_tokens": 10,
+                "completion_tokens": 6, "n": 2, "samples": 1}  # fmt: skip
+        (run / "summary.json").write_text(json.dumps(body))
+        os.utime(run / "summary.json", (mtime, mtime))
 
-    write("arith-mad-m-old", 3.0, 1000)
-    write("arith-mad-m-new", 8.2, 2000)
-    write("arith-mad-m-unfinished", 0, 3000, summary=False)
-    write("arith-mad-other-x", 11.0, 4000)
-    write("aime24-mad-m-x", 11.0, 4000)
-    write("arith-mad-m-2-x", 11.0, 4000)  # model "m-2", not "m"
-    match = find_mad_match(tmp_path, "arith", "m")
+
+def test_the_newest_finished_run_of_the_whole_configuration_wins(tmp_path):
+    vote = {"task": "arith", "system": "vote", "model": "m", "seed": 0, "votes": None}
+    vote.update(params={"temperature": 0.6, "max_tokens": 100}, prompts={"name": "ours", "hash": "h"})
+    mad = {
+        **vote,
+        "system": "mad",
+        "rounds": 3,
+        "protocol": 3,
+        "mad_stop": "lenient",
+        "mad_judge": "first-round",
+    }
+    _write(tmp_path, "arith-mad-m-old", mad, 3.0, 1000)
+    _write(tmp_path, "arith-mad-m-new", mad, 8.2, 2000)
+    _write(tmp_path, "arith-mad-m-unfinished", mad, 0, 3000, summary=False)
+    _write(tmp_path, "arith-mad-m-seed", {**mad, "seed": 1}, 11.0, 4000)
+    _write(
+        tmp_path, "arith-mad-m-hot", {**mad, "params": {"temperature": 1.0, "max_tokens": 100}}, 11.0, 4000
+    )
+    _write(tmp_path, "arith-mad-m-pack", {**mad, "prompts": {"name": "mars", "hash": "x"}}, 11.0, 4000)
+    _write(tmp_path, "arith-debate-m-x", {**mad, "system": "debate"}, 6.0, 4000)
+    match = find_match(tmp_path, vote, 2, 1)
     assert match == {
         "run": "arith-mad-m-new",
+        "system": "mad",
         "mad_calls_per_sample": 8.2,
         "mad_tokens_per_sample": 8.0,
         "votes": 8,
     }
+    assert find_match(tmp_path, vote, 2, 1, system="debate")["run"] == "arith-debate-m-x"
+    assert find_match(tmp_path, vote, 2, 1, run=tmp_path / "arith-mad-m-seed")["votes"] == 11
+    assert differences(vote, {**mad, "seed": 1}) == ["seed"]
+    with pytest.raises(ConfigError, match=r"closest, arith-mad-m-new, differs in: samples \(1 vs 3\)"):
+        find_match(tmp_path, vote, 2, 3)
+    with pytest.raises(
+        ConfigError, match="differs in: params.temperature$|differs in: seed|differs in: prompts"
+    ):
+        find_match(tmp_path, {**vote, "seed": 7}, 2, 1)
+    with pytest.raises(ConfigError, match="not a finished run folder"):
+        find_match(tmp_path, vote, 2, 1, run="arith-mad-m-unfinished")
 
 
 class VerboseModerator:
@@ -172,7 +198,8 @@ def test_cli_mad_then_vote_on_one_output_folder(tmp_path, scripted_server):
     decide = dict(zip(data.tags, [1, 2, 0, 2, 3, 2], strict=True))
     srv = scripted_server(VerboseModerator(data.golds, decide), model="Qwen/Qwen3-8B")
     common = {"model": "Qwen/Qwen3-8B", "base_urls": [srv.base_url], "output": tmp_path / "runs"}
-    mad = run_cli(mas_args(system="mad", data_files=data.path, **common))
+    # the lenient stop rule: "Continue" goes on, a side's name stands for its answer
+    mad = run_cli(mas_args(system="mad", data_files=data.path, **common) + ["--mad-stop", "lenient"])
     assert mad.returncode == 0, mad.describe()
     assert mad.summary["accuracy"] == 1.0 and len(srv.entries()) == 41
     assert mad.summary["llm_calls_per_sample"] == pytest.approx(41 / 6)

@@ -53,10 +53,21 @@ def test_the_runner_builds_its_system_through_system_for(tmp_path, monkeypatch) 
         seen.append((name, cfg.votes))
         return system_for(name, cfg)
 
+    import json
+
     monkeypatch.setattr(runner, "system_for", spy)
+    matched = tmp_path / "a-finished-mad-run"
+    matched.mkdir()
+    (matched / "config.json").write_text(json.dumps({"system": "mad"}))
+    (matched / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.5, "llm_calls": 9}))
     cfg = EvalConfig(
-        task="arith", system="vote", limit=2, output=str(tmp_path), params=SamplingParams(max_tokens=8)
+        task="arith",
+        system="vote",
+        limit=2,
+        output=str(tmp_path),
+        params=SamplingParams(max_tokens=8),
+        match_run=str(matched),
     )
     summary = asyncio.run(runner.run_eval(cfg, client=Oracle(), progress=False))
-    assert seen == [("vote", None), ("vote", None)]
-    assert summary["system"] == "vote" and summary["llm_calls_per_sample"] == 5  # DEFAULT_VOTES
+    assert seen == [("vote", None), ("vote", 5)]
+    assert summary["system"] == "vote" and summary["llm_calls_per_sample"] == 5  # 4.5 half up

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mars_eval.tasks import make_task
-from mars_eval.tasks.gpqa import GPQA_ANSWER_FORMAT, shuffled_options
+from mars_eval.tasks.gpqa import GPQATask, shuffled_options
 
 
 def _rows(n: int) -> list[dict]:
@@ -71,7 +71,7 @@ def test_prompt_layout_and_ids(gpqa_file: Path) -> None:
     lines = p.question.splitlines()
     assert lines[0] == "Which value is right for item 7?"
     assert [ln[:3] for ln in lines[2:6]] == ["A) ", "B) ", "C) ", "D) "]
-    assert p.prompt == f"{p.question}\n\n{GPQA_ANSWER_FORMAT}"
+    assert p.prompt == f"{p.question}\n\n{GPQATask().answer_format}"
     assert "Answer: X" in p.prompt and "Answer: X" not in p.question
 
 

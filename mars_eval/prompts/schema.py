@@ -1,0 +1,109 @@
+"""Which templates a prompt pack must hold, and the placeholders each may use.
+
+A template is a `str.format` text: `{name}` is filled in by the code, `{{` and `}}` are literal
+braces. A pack is refused (one line, before any work) when a template is missing, is not text,
+or names a placeholder its key does not offer; `REQUIRED` lists the placeholders a template
+must use, where leaving one out would drop what the step is about (the question, an argument).
+"""
+
+from __future__ import annotations
+
+GAME_FAMILIES = ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker", "hanabi")
+_HANABI_RULES = frozenset(
+    {
+        "colors",
+        "ranks",
+        "color_names",
+        "rank_counts",
+        "per_color",
+        "total_cards",
+        "hand_size",
+        "max_information_tokens",
+        "max_life_tokens",
+        "max_score",
+    }
+)
+_SEAT = frozenset({"mark", "other_mark", "player", "other_player"})
+
+# key -> the placeholders it may use
+PLACEHOLDERS: dict[str, frozenset[str]] = {
+    # MAD (Liang et al.; mars_eval.mas.mad)
+    "mas.mad.debater_system": frozenset({"question"}),
+    "mas.mad.affirmative_opening": frozenset({"question"}),
+    "mas.mad.negative_opening": frozenset({"argument"}),
+    "mas.mad.rebuttal": frozenset({"argument"}),
+    "mas.mad.moderator_system": frozenset({"question"}),
+    "mas.mad.moderator_round": frozenset({"ordinal", "affirmative", "negative"}),
+    "mas.mad.judge_candidates": frozenset({"affirmative", "negative"}),
+    "mas.mad.judge_pick": frozenset({"question"}),
+    # Du et al.'s debate (mars_eval.mas.du_debate)
+    "mas.debate.opening": frozenset({"prompt"}),
+    "mas.debate.revise": frozenset({"others", "question"}),
+    "mas.debate.other": frozenset({"text"}),
+    "mas.debate.alone": frozenset({"answer_format"}),
+    "mas.debate.aggregate": frozenset({"question", "solutions"}),
+    "mas.debate.aggregate_solution": frozenset({"index", "text"}),
+    # AutoGen (mars_eval.mas.autogen_chat)
+    "mas.autogen.maslab_assistant_system": frozenset({"answer_format"}),
+    "mas.autogen.assistant_system": frozenset({"answer_format"}),
+    "mas.autogen.reviewer_system": frozenset({"answer_format"}),
+    # task prompts (mars_eval.tasks): "ours" adds the answer format, "bare" is the question alone
+    "tasks.math.format": frozenset(),
+    "tasks.math.prompt": frozenset({"question", "format"}),
+    "tasks.math.bare": frozenset({"question"}),
+    "tasks.gpqa.format": frozenset(),
+    "tasks.gpqa.option": frozenset({"letter", "option"}),
+    "tasks.gpqa.body": frozenset({"question", "options"}),
+    "tasks.gpqa.prompt": frozenset({"body", "format"}),
+    "tasks.gpqa.bare_option": frozenset({"letter", "option"}),
+    "tasks.gpqa.bare": frozenset({"question", "options"}),
+    # the games' reference-style chat (mars_eval.games.reference_env)
+    "games.turn.own": frozenset({"n"}),
+    "games.turn.other_full": frozenset({"n"}),
+    "games.turn.other_action": frozenset({"n"}),
+    "games.turn.state": frozenset({"state", "legal"}),
+    "games.turn.chosen": frozenset({"action"}),
+    "games.hanabi.rank_counts.2": frozenset({"per_color"}),
+    "games.hanabi.rank_counts.3": frozenset({"per_color"}),
+    "games.hanabi.rank_counts.4": frozenset({"per_color"}),
+    "games.hanabi.rank_counts.5": frozenset({"per_color"}),
+}
+for _family in GAME_FAMILIES:
+    _rules = _HANABI_RULES if _family == "hanabi" else frozenset()
+    PLACEHOLDERS.update(
+        {
+            f"games.{_family}.system": frozenset(),
+            f"games.{_family}.rules": _rules | _SEAT,
+            f"games.{_family}.information": _SEAT,
+            f"games.{_family}.format": frozenset(),
+            f"games.{_family}.example": frozenset({"mark"}),
+            f"games.{_family}.instructions": frozenset({"format", "example"}),
+            f"games.{_family}.user": frozenset({"rules", "information", "instructions"}),
+        }
+    )
+
+# key -> placeholders it must use (the rest of PLACEHOLDERS is optional)
+REQUIRED: dict[str, frozenset[str]] = {
+    "mas.mad.negative_opening": frozenset({"argument"}),
+    "mas.mad.rebuttal": frozenset({"argument"}),
+    "mas.mad.moderator_round": frozenset({"affirmative", "negative"}),
+    "mas.mad.judge_candidates": frozenset({"affirmative", "negative"}),
+    "mas.debate.opening": frozenset({"prompt"}),
+    "mas.debate.revise": frozenset({"others"}),
+    "mas.debate.other": frozenset({"text"}),
+    "mas.debate.aggregate": frozenset({"solutions"}),
+    "mas.debate.aggregate_solution": frozenset({"text"}),
+    "tasks.math.prompt": frozenset({"question"}),
+    "tasks.math.bare": frozenset({"question"}),
+    "tasks.gpqa.option": frozenset({"letter", "option"}),
+    "tasks.gpqa.body": frozenset({"question", "options"}),
+    "tasks.gpqa.prompt": frozenset({"body"}),
+    "tasks.gpqa.bare_option": frozenset({"letter", "option"}),
+    "tasks.gpqa.bare": frozenset({"question", "options"}),
+    "games.turn.state": frozenset({"state", "legal"}),
+    "games.turn.chosen": frozenset({"action"}),
+    **{f"games.{f}.user": frozenset({"rules", "information", "instructions"}) for f in GAME_FAMILIES},
+}
+
+# Lists of text (not templates): key -> how many entries at least.
+LISTS: dict[str, int] = {"games.hanabi.colors": 5}
