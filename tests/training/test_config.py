@@ -240,3 +240,21 @@ def test_old_torch_is_one_line_before_any_work(monkeypatch, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs torch >= 2.6" in err[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_the_qwen3_4b_preset_trains_on_the_mars_pack_when_it_is_imported(tmp_path, monkeypatch):
+    import dataclasses
+
+    from mars_eval.prompts import load_pack, save_pack
+    from training.config import build_config, resolve_prompts
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    cfg = build_config("qwen3-4b")
+    assert cfg.prompts == "auto"
+    spec, pack, note = resolve_prompts(cfg.prompts)
+    assert (spec, pack.name) == ("ours", "ours") and "'mars' is not imported" in note
+    save_pack(dataclasses.replace(load_pack(), name="mars"))  # a copy: load_pack's is shared
+    spec, pack, note = resolve_prompts(cfg.prompts)
+    assert (spec, pack.name) == ("mars", "mars") and "the imported pack 'mars'" in note
+    with pytest.raises(ConfigError, match="no prompt pack 'nope'"):
+        resolve_prompts("nope")
