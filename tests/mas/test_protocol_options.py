@@ -106,6 +106,11 @@ def test_mad_stop_rules(tmp_path, scripted_server):
     assert s["llm_calls_per_sample"] == pytest.approx(26 / 5)
     config = json.loads((Path(s["run_dir"]) / "config.json").read_text())
     assert config["mad_stop"] == "reference" and config["protocol"] == 3
+    assert "mad: debate answer not an answer" in ref.stdout  # the console table shows the counts
+    report = run_cli(["report", str(Path(s["run_dir"]).parent), "--format", "md"])
+    assert report.returncode == 0, report.describe()
+    quality = (Path(s["run_dir"]).parent / "report.md").read_text()
+    assert f"| 4 | 0 | 2 / 1 / 1 |  |  | {OURS.name} {OURS.hash} |" in quality  # no answer, unparsed, mad
 
     lenient = _mas(srv, tmp_path, "--mad-stop", "lenient")
     assert lenient.returncode == 0, lenient.describe()
