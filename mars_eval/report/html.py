@@ -361,4 +361,9 @@ def _entries(rec: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({"kind": "event", "event": t["event"], "data": data})
         else:
             out.append({"kind": "call", "round": int(t.get("call", 0)) + 1, **t})
+    # A vote's answers are stored as they finished; shown as voter0, voter1, ... (their order).
+    calls = [e for e in out if e["kind"] == "call"]
+    if calls and all(re.fullmatch(r"voter\d+", str(e.get("agent", ""))) for e in calls):
+        calls.sort(key=lambda e: (e["round"], int(str(e["agent"])[5:])))
+        out = calls + [e for e in out if e["kind"] != "call"]
     return out
