@@ -38,8 +38,12 @@ def test_the_cited_reference_ships_and_voters_are_listed_in_order(tmp_path, scri
     assert report.returncode == 0, report.describe()
     text = (tmp_path / "r.md").read_text()
     assert "mars_eval/analysis/reference_sources.md" in text and "shared/docs" not in text
+    single = mas_args(model=MODEL, base_urls=[srv.base_url], output=out, data_files=aime.path)
+    assert run_cli(single).returncode == 0  # both problems: the vote column lacks the second
     page = run_cli(["report", str(out), "--out", str(tmp_path / "r.html")])
     assert page.returncode == 0, page.describe()
-    [transcript] = list((tmp_path / "r_files").rglob("*.html"))
+    assert 'class="missing"' in (tmp_path / "r.html").read_text()  # the grid's gap has its legend
+    assert "no sample: that run did not include the problem" in (tmp_path / "r.html").read_text()
+    [transcript] = [p for p in (tmp_path / "r_files").rglob("*.html") if "vote" in str(p)]
     html = transcript.read_text()
     assert html.index("voter0") < html.index("voter1") < html.index("voter2")
