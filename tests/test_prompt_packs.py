@@ -303,6 +303,7 @@ def _fake_maslab(root: Path) -> Path:
         "methods/autogen/prompt.py": _AUTOGEN,
         "methods/llm_debate/llm_debate_main.py": _DEBATE,
         "datasets/build_test_dataset.py": _DATASETS,
+        **MORE_SYSTEMS,
     }
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -354,3 +355,143 @@ def test_a_run_with_the_imported_maslab_pack_sends_its_text(tmp_path, scripted_s
     question = make_task("arith").load()[0].question
     assert systems[0] == f"Debater here. Topic: {question}" and len(systems) == 3
     assert res.summary["prompts"]["name"] == "maslab"
+
+
+# Minimal MASLab files for the issue-21 systems (same shapes as the real ones, made-up text).
+_AGENTVERSE_PROMPTS = '''
+ROLE_ASSIGNER_PREPEND_PROMPT = """Lead. Problem: ${query}. Recruit ${cnt_agents}. Advice: ${advice}"""
+ROLE_ASSIGNER_APPEND_PROMPT = """Name ${cnt_agents} experts as 1. ... 2. ..."""
+SOLVER_PREPEND_PROMPT = """Solve: ${query}"""
+SOLVER_APPEND_PROMPT = """You are ${role_description}. Solve it."""
+CRITIC_PREPEND_PROMPT = """You are ${role_description}. Problem: ${query}"""
+CRITIC_APPEND_PROMPT = """Critique; end with [Agree] if you agree."""
+EVALUATOR_PREPEND_PROMPT = """Experts: ${all_role_description}\\nProblem: ${query}\\nSolution: ${solution}"""
+EVALUATOR_APPEND_PROMPT = """Correctness: 0 or 1\\nResponse: advice"""
+'''
+_AGENTVERSE_MAIN = """
+class AgentVerse_Main:
+    def __init__(self, general_config):
+        self.advice = "Nothing yet."
+"""
+_DYLAN_MATH = """
+class DyLAN_MATH:
+    def __init__(self, general_config):
+        self.system_prompt = "Debate."
+        if self.mode == "complex":
+            self.system_prompt += " Follow the examples."
+
+    def _prepare_question(self, query):
+        if self.mode == "complex":
+            return self.examples + f"\\n\\nProblem: {query}\\nAnswer:"
+        return self.examples + f"\\n\\nProblem: {query}\\nAnswer:"
+
+    def _construct_message(self, agents, question):
+        prefix_string = "Follow.\\n\\n" + question + "\\n\\nOthers:"
+        for agent in agents:
+            agent_response = agent[-1]["content"]
+            response = f"\\n\\nOne: ```{agent_response}```"
+            prefix_string += response
+        prefix_string += "\\n\\nUpdate."
+        return prefix_string
+
+    def _construct_ranking_message(self, agents, question):
+        prefix_string = "Follow.\\n\\n" + question + "\\n\\nRank:"
+        for aid, agent in enumerate(agents, 1):
+            agent_response = agent[-1]["content"]
+            response = f"\\n\\nAgent {aid}: ```{agent_response}```"
+            prefix_string += response
+        prefix_string += "\\n\\nPick [1,2]."
+        return prefix_string
+"""
+_DYLAN_UTILS = '''
+def get_examples(mode) -> str:
+    if mode == "simple":
+        return """Easy examples."""
+    else:
+        return r"""Hard example: \\boxed{1}."""
+'''
+_MACNET_PROMPTS = '''
+INSTRUCTOR_PROMPT = """Review "{previous_answer}" for "{query}"; or <INFO>No revision needed"""
+ASSISTANT_PROMPT = """Improve "{previous_answer}" for "{query}" with "{suggestions}"."""
+CC_PROMPT = """Merge these:\\n"""
+SYSTEM_PROMPT = ["A baker.", "A pilot.", "A poet."]
+'''
+_MACNET_MAIN = """
+class Node:
+    def interact(self, query, previous_answer):
+        self.suggestions = "Nothing."
+
+    def aggregate_answers(self, answer_dict):
+        aggregation_prompt = CC_PROMPT
+        for node_id, answer in answer_dict.items():
+            aggregation_prompt += f"<{node_id}> {answer}\\n"
+        return aggregation_prompt
+
+
+class MacNet_Main:
+    def graph_inference(self, query, topo):
+        pre_answer = ""
+        for node_id, answer in predecessor_answers.items():
+            pre_answer += f"({node_id}) {answer}\\n"
+"""
+MORE_SYSTEMS = {
+    "methods/agentverse/prompt_main.py": _AGENTVERSE_PROMPTS,
+    "methods/agentverse/agentverse_main.py": _AGENTVERSE_MAIN,
+    "methods/dylan/dylan_math.py": _DYLAN_MATH,
+    "methods/dylan/utils_math.py": _DYLAN_UTILS,
+    "methods/macnet/prompt_main.py": _MACNET_PROMPTS,
+    "methods/macnet/macnet_main.py": _MACNET_MAIN,
+}
+
+
+def test_maslab_import_reads_dylan_agentverse_and_macnet(tmp_path):
+    t = import_maslab(_fake_maslab(tmp_path / "MASLab")).templates
+    assert t["mas.agentverse.recruit_system"] == "Lead. Problem: {question}. Recruit {n}. Advice: {advice}"
+    evaluator = "Experts: {roles}\nProblem: {question}\nSolution: {solution}"
+    assert t["mas.agentverse.evaluator_system"] == evaluator
+    assert t["mas.agentverse.no_advice"] == "Nothing yet."
+    assert t["mas.dylan.system"] == "Debate. Follow the examples."
+    assert t["mas.dylan.opening"] == "Hard example: \\boxed{{1}}.\n\nProblem: {question}\nAnswer:"
+    opening = t["mas.dylan.opening"]
+    assert t["mas.dylan.update"] == "Follow.\n\n" + opening + "\n\nOthers:{solutions}\n\nUpdate."
+    assert t["mas.dylan.rank"].endswith("Rank:{solutions}\n\nPick [1,2].")
+    assert t["mas.dylan.solution"] == "\n\nOne: ```{text}```"
+    assert t["mas.dylan.numbered"] == "\n\nAgent {index}: ```{text}```"
+    assert t["mas.macnet.review"] == 'Review "{previous}" for "{question}"; or <INFO>No revision needed'
+    assert t["mas.macnet.improve"] == 'Improve "{previous}" for "{question}" with "{suggestions}".'
+    assert t["mas.macnet.personas"] == ["A baker.", "A pilot.", "A poet."]
+    assert t["mas.macnet.no_suggestions"] == "Nothing."
+    assert t["mas.macnet.candidate"] == "<{node}> {text}\n" and t["mas.macnet.handed"] == "({node}) {text}\n"
+    # Ours has every key too; the pack's text is what the systems send.
+    from mars_eval.mas import make_system
+
+    pack = PromptPack("maslab", t)
+    net = make_system("macnet", prompts=pack)
+    assert set(net.persona.values()) <= {"A pilot.", "A poet."}  # randint(1, len - 1), as MASLab
+
+
+def test_runs_of_dylan_agentverse_macnet_with_the_maslab_pack_send_its_text(tmp_path, scripted_server):
+    env = cli_env(XDG_DATA_HOME=str(tmp_path / "data"))
+    done = run_cli(["prompts", "import", "maslab", str(_fake_maslab(tmp_path / "MASLab"))], env=env)
+    assert done.returncode == 0, done.describe()
+    firsts: list[list[dict]] = []
+    srv = scripted_server(lambda req: (firsts.append(req.messages), Reply("So \\boxed{0}."))[1], model=MODEL)
+    question = make_task("arith").load()[0].question
+    for system in ("dylan", "agentverse", "macnet"):
+        firsts.clear()
+        args = mas_args(
+            model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", task="arith", system=system
+        )
+        res = run_cli(args + ["--limit", "1", "--prompts", "maslab", "--task-prompt", "bare"], env=env)
+        assert res.returncode == 0, res.describe()
+        system_text, user_text = firsts[0][0]["content"], firsts[0][-1]["content"]
+        if system == "dylan":
+            assert system_text == "Debate. Follow the examples."
+            assert user_text.startswith("Hard example: \\boxed{1}.\n\nProblem: ") and question in user_text
+        elif system == "agentverse":
+            assert (
+                system_text.startswith(f"Lead. Problem: {question}") and "Advice: Nothing yet." in system_text
+            )
+            assert user_text == "Name 2 experts as 1. ... 2. ..."
+        else:
+            assert system_text in ("A pilot.", "A poet.") and user_text.startswith('Improve "" for "')

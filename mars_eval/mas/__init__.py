@@ -135,12 +135,15 @@ def make_system(name: str, **options: Any) -> System:
     if name == "dylan":
         from mars_eval.mas.dylan import DyLAN
 
-        return DyLAN(agents=opts.get("agents", 4))
+        return DyLAN(agents=opts.get("agents", 4), prompts=prompts)
     if name == "agentverse":
         from mars_eval.mas.agentverse import AgentVerse
 
         return AgentVerse(
-            agents=opts.get("agents", 2), turns=opts.get("turns", 3), rounds=opts.get("rounds", 3)
+            agents=opts.get("agents", 2),
+            turns=opts.get("turns", 3),
+            rounds=opts.get("rounds", 3),
+            prompts=prompts,
         )
     if name == "macnet":
         from mars_eval.mas.macnet import MacNet
@@ -149,6 +152,7 @@ def make_system(name: str, **options: Any) -> System:
             agents=opts.get("agents", 5),
             topology=opts.get("topology", "random"),
             handoff=opts.get("macnet_handoff", "maslab"),
+            prompts=prompts,
         )
     raise ConfigError(f"unknown system {name!r}; choose one of: {', '.join(SYSTEM_NAMES)}")
 

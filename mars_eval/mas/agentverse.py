@@ -1,8 +1,9 @@
 """`agentverse`: AgentVerse (Chen et al. 2023), as MASLab's methods/agentverse (main config).
 
 Reproduces agentverse_main.py with config_main.yaml (2 agents, 3 turns, 3 criticizing rounds):
-expert recruitment, a vertical solver-critic discussion and an evaluator, in turns. Our own
-prompt wording.
+expert recruitment, a vertical solver-critic discussion and an evaluator, in turns. Prompt
+text: the prompt pack's `mas.agentverse.*` templates (ours by default; `--prompts maslab` after
+`mars-eval prompts import maslab PATH` gives MASLab's).
 
 A turn:
 1. the recruiter (system: the problem, how many experts, the evaluator's advice so far) lists
@@ -38,46 +39,9 @@ from typing import Any
 from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.mas.util import debate_question
 from mars_eval.models.base import ConfigError, Message
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
-NO_ADVICE = "No advice yet."
-RECRUIT_SYSTEM = (
-    "You lead a group of experts and face this problem:\n{question}\n\nYou may recruit {n} "
-    "experts from different fields.\n\nAdvice so far:\n{advice}"
-)
-RECRUIT = (
-    "Which {n} experts from different fields would help most to solve the problem correctly?\n\n"
-    "Reply with a numbered list of short expert descriptions, one per line, for example:\n"
-    "1. a number theorist who works on modular arithmetic.\n2. a combinatorialist who counts "
-    "arrangements.\n\nGive only the descriptions, no reasons."
-)
-SOLVER_SYSTEM = (
-    "Solve this problem:\n{question}\n\nEverything needed to answer it is given; do not ask for "
-    "more information."
-)
-SOLVER = (
-    "You are {role}. Using the discussion so far and what you know, give a correct solution to the "
-    "problem and explain your reasoning."
-)
-CRITIC_SYSTEM = (
-    "You are {role}. You are in a group that is solving this problem together:\n{question}\n\n"
-    "Work out your own correct solution step by step."
-)
-CRITIC = (
-    "Now compare your solution with the latest solution in the discussion and reply, following "
-    "these rules:\n1. Everything needed is given; do not ask for more information.\n2. Give only "
-    "your criticism of the given solution, not your own answer.\n3. If your final answer is the "
-    'same as the final answer of the given solution, end your reply with the token "[Agree]".'
-)
-EVALUATOR_SYSTEM = "Experts: {roles}\nProblem: {question}\nSolution:\n```\n{solution}\n```"
-EVALUATOR = (
-    "You are an experienced problem solver who checks carefully whether a solution is correct. "
-    "If it is wrong, give a correctness of 0 and advice on how to fix it; if it is right, give a "
-    "correctness of 1 and say why. Also suggest which experts to recruit next time.\n\n"
-    "Reply in exactly this form:\nCorrectness: (0 or 1; 1 means correct)\nResponse: (your advice, "
-    "or why the solution is correct)"
-)
-GENERIC_EXPERT = "an expert problem solver"
 AGREE = "[Agree]"
 SOLVER_MEMORY, CRITIC_MEMORY = 5, 3  # discussion entries the solver / a critic sees (the reference's)
 ROLE_LINE = re.compile(r"\d+\.\s*([^.]+)")
@@ -85,11 +49,11 @@ CORRECTNESS = re.compile(r"Correctness:\s*(\d)")
 ADVICE = re.compile(r"Response:\s*(.+)", re.DOTALL)
 
 
-def parse_roles(text: str, n: int) -> tuple[list[str], bool]:
+def parse_roles(text: str, n: int, generic: str = "an expert problem solver") -> tuple[list[str], bool]:
     """`n` expert descriptions from a numbered list, and whether exactly `n` were found."""
     roles = [r.strip() for r in ROLE_LINE.findall(text) if r.strip()]
     ok = len(roles) == n
-    return (roles + [GENERIC_EXPERT] * n)[:n], ok
+    return (roles + [generic] * n)[:n], ok
 
 
 def parse_evaluation(text: str) -> tuple[int | None, str]:
@@ -103,7 +67,7 @@ def parse_evaluation(text: str) -> tuple[int | None, str]:
 class AgentVerse:
     name = "agentverse"
 
-    def __init__(self, agents: int = 2, turns: int = 3, rounds: int = 3):
+    def __init__(self, agents: int = 2, turns: int = 3, rounds: int = 3, prompts: PromptPack | None = None):
         if int(agents) < 2:
             raise ConfigError(f"agentverse needs --agents >= 2 (a solver and a critic), got {agents}")
         if int(turns) < 1:
@@ -111,10 +75,14 @@ class AgentVerse:
         if int(rounds) < 1:
             raise ConfigError(f"agentverse needs --rounds >= 1 (criticizing rounds), got {rounds}")
         self.agents, self.turns, self.rounds = int(agents), int(turns), int(rounds)
+        self.prompts = prompts or load_pack()
+
+    def _t(self, key: str, **values: Any) -> str:
+        return self.prompts.render(f"mas.agentverse.{key}", **values)
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         question = debate_question(problem, task)
-        advice = NO_ADVICE
+        no_advice = advice = self._t("no_advice")
         discussion: list[Message] = []  # "[expert]: text" entries, shared by the turns of this sample
         turns: list[dict[str, Any]] = []
         unparsed = 0
@@ -124,16 +92,18 @@ class AgentVerse:
             reply = await ctx.ask(
                 "recruiter",
                 [
-                    _msg("system", RECRUIT_SYSTEM.format(question=question, n=self.agents, advice=advice)),
-                    _msg("user", RECRUIT.format(n=self.agents)),
+                    _msg(
+                        "system", self._t("recruit_system", question=question, n=self.agents, advice=advice)
+                    ),
+                    _msg("user", self._t("recruit", n=self.agents)),
                 ],
                 role="recruiter",
                 tag={"stage": f"turn {turn}: recruitment", **stage},
             )
-            roles, ok = parse_roles(reply.content, self.agents)
+            roles, ok = parse_roles(reply.content, self.agents, self._t("generic_expert"))
             unparsed += not ok
             ctx.note("recruitment", turn=turn, roles=roles, parsed=ok)
-            if advice != NO_ADVICE:
+            if advice != no_advice:
                 discussion.append(_msg("assistant", f"[Evaluator]: {advice}"))
             solution, record = await self._discuss(ctx, question, roles, discussion, turn)
             evaluation = await ctx.ask(
@@ -141,9 +111,11 @@ class AgentVerse:
                 [
                     _msg(
                         "system",
-                        EVALUATOR_SYSTEM.format(roles="\n".join(roles), question=question, solution=solution),
+                        self._t(
+                            "evaluator_system", roles="\n".join(roles), question=question, solution=solution
+                        ),
                     ),
-                    _msg("user", EVALUATOR),
+                    _msg("user", self._t("evaluator")),
                 ],
                 role="evaluator",
                 tag={"stage": f"turn {turn}: evaluation", **stage},
@@ -176,8 +148,8 @@ class AgentVerse:
         self, ctx: SampleContext, question: str, roles: list[str], discussion: list[Message], turn: int
     ) -> tuple[str, dict[str, Any]]:
         """The vertical solver-first discussion of one turn: (the last solution, a summary)."""
-        solver_system = _msg("system", SOLVER_SYSTEM.format(question=question))
-        solver_user = _msg("user", SOLVER.format(role=roles[0]))
+        solver_system = _msg("system", self._t("solver_system", question=question))
+        solver_user = _msg("user", self._t("solver", role=roles[0]))
         solver_view = discussion[-SOLVER_MEMORY:] if len(discussion) > 0 else []
 
         async def propose(rnd: int) -> str:
@@ -200,9 +172,9 @@ class AgentVerse:
                 critique = await ctx.ask(
                     f"critic{j}",
                     [
-                        _msg("system", CRITIC_SYSTEM.format(role=role, question=question)),
+                        _msg("system", self._t("critic_system", role=role, question=question)),
                         *critic_view,
-                        _msg("user", CRITIC),
+                        _msg("user", self._t("critic")),
                     ],
                     role="critic",
                     tag={"stage": f"turn {turn}: critique {rnd}", "turn": turn},

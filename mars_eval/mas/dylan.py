@@ -1,7 +1,9 @@
 """`dylan`: DyLAN (Liu et al. 2023, "Dynamic LLM-Agent Network"), as MASLab's math variant.
 
 Reproduces MASLab's methods/dylan/dylan_math.py with its config (4 agents): the layers, who sees
-what, the early stop on agreement and the ranking step. Our own prompt wording.
+what, the early stop on agreement and the ranking step. Prompt text: the prompt pack's
+`mas.dylan.*` templates (ours by default; the imported `maslab` pack holds MASLab's, its MATH
+few-shot examples in the opening).
 
 Agents agent0..agentN-1 share one system prompt (a debate: explain your reasons). Layers:
 
@@ -45,23 +47,9 @@ from typing import Any
 from mars_eval.mas.base import SampleContext, SystemResult, majority
 from mars_eval.mas.util import debate_question, gather_or_cancel
 from mars_eval.models.base import ConfigError, Message
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
-SYSTEM = "This is a debate between several agents. Explain your reasoning thoroughly in every round."
-OPENING = "Solve this problem.\n\n{question}"
-UPDATE = (
-    "Solve this problem.\n\n{question}\n\nHere are solutions from other agents:{solutions}\n\n"
-    "Treat their reasoning as advice, but think critically: check your own solution and each of "
-    "theirs step by step, and keep in mind that all of them may be wrong. Then give your updated "
-    "answer."
-)
-SOLUTION = "\n\nAn agent's solution: ```{text}```"
-RANK = (
-    "Here is a problem.\n\n{question}\n\nHere are solutions from several agents:{solutions}\n\n"
-    "Which two solutions are the best? Think it through step by step, then end your reply with "
-    "their numbers in square brackets, for example [1,3] or [2,4]."
-)
-NUMBERED = "\n\nSolution {i}: ```{text}```"
 PAIR = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
 
 
@@ -78,15 +66,19 @@ def parse_pair(text: str, n: int) -> tuple[list[int], bool]:
 class DyLAN:
     name = "dylan"
 
-    def __init__(self, agents: int = 4):
+    def __init__(self, agents: int = 4, prompts: PromptPack | None = None):
         if int(agents) < 3:
             raise ConfigError(f"dylan needs --agents >= 3 (its ranker picks 2 of them), got {agents}")
         self.agents = int(agents)
+        self.prompts = prompts or load_pack()
+
+    def _t(self, key: str, **values: Any) -> str:
+        return self.prompts.render(f"mas.dylan.{key}", **values)
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         question = debate_question(problem, task)
         names = [f"agent{i}" for i in range(self.agents)]
-        system: Message = {"role": "system", "content": SYSTEM}
+        system: Message = {"role": "system", "content": self._t("system")}
         everyone = list(range(self.agents))
         layers: list[dict[str, Any]] = []  # per layer: agents asked, whose replies they saw, replies, answers
         unparsed = 0
@@ -104,18 +96,23 @@ class DyLAN:
             )
             return agreed
 
-        answer = await run_layer(1, everyone, OPENING.format(question=question), [])
+        answer = await run_layer(1, everyone, self._t("opening", question=question), [])
         how, terminal = "agreement in layer 1", layers[-1]
         if answer is None:
-            shown = "".join(SOLUTION.format(text=t) for t in layers[0]["replies"])
-            answer = await run_layer(2, everyone, UPDATE.format(question=question, solutions=shown), everyone)
+            shown = "".join(self._t("solution", text=t) for t in layers[0]["replies"])
+            answer = await run_layer(
+                2, everyone, self._t("update", question=question, solutions=shown), everyone
+            )
             how, terminal = "agreement in layer 2", layers[-1]
         picked: list[int] = []
         if answer is None:
             second = layers[1]
-            prompt = RANK.format(
+            prompt = self._t(
+                "rank",
                 question=question,
-                solutions="".join(NUMBERED.format(i=i + 1, text=t) for i, t in enumerate(second["replies"])),
+                solutions="".join(
+                    self._t("numbered", index=i + 1, text=t) for i, t in enumerate(second["replies"])
+                ),
             )
             resp = await ctx.ask("ranker", [_user(prompt)], role="ranker", tag={"stage": "ranking"})
             pair, ok = parse_pair(resp.content, self.agents)
@@ -132,8 +129,8 @@ class DyLAN:
             answer = _agreed(task, kept["answers"])
             how, terminal = "the two ranked best agreed", kept
             if answer is None:
-                shown = "".join(SOLUTION.format(text=second["replies"][i]) for i in picked)
-                prompt = UPDATE.format(question=question, solutions=shown)
+                shown = "".join(self._t("solution", text=second["replies"][i]) for i in picked)
+                prompt = self._t("update", question=question, solutions=shown)
                 replies = list(
                     await gather_or_cancel(_ask(ctx, names[i], [system, _user(prompt)], 3) for i in picked)
                 )

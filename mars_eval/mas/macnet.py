@@ -5,8 +5,9 @@ Reproduces macnet_main.py with config_main.yaml: 5 agents on a directed acyclic 
 (`--topology`, default `random`: the reference's draw, the same graph for every problem; or
 chain, star, tree, net, mlp; see `macnet_graph`), an entry node before the agents without a
 predecessor and an exit node after those without a successor. Each agent has a persona (its
-system prompt, drawn from a fixed list with the graph's seed, as the reference's non-default
-`type` does) and a temperature set by its layer (1 - depth / exit depth: the exit answers at
+system prompt, drawn from the prompt pack's `mas.macnet.personas` list with the graph's seed,
+as the reference's non-default `type` does; the `maslab` pack holds MASLab's 100 professions,
+and then the draw gives MASLab's personas) and a temperature set by its layer (1 - depth / exit depth: the exit answers at
 temperature 0), which overrides the run's temperature as in the reference.
 
 Execution goes layer by layer. For every edge S -> T leaving the current layer, T "interacts":
@@ -39,56 +40,22 @@ from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.mas.macnet_graph import ENTRY, EXIT, GRAPH_SEED, TOPOLOGIES, Graph, build_graph, edges_for
 from mars_eval.mas.util import debate_question, gather_or_cancel
 from mars_eval.models.base import ConfigError, Message
+from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
 HANDOFFS = ("maslab", "answer")  # the first is the default
-NO_SUGGESTIONS = "None."
-REVIEW = (
-    "You review answers for quality. Check the answer below against the question.\n"
-    'Question: "{question}"\nAnswer to review: "{previous}"\n\n'
-    "Judge it on: 1. correctness; 2. completeness; 3. sound reasoning; 4. relevance to the question.\n"
-    "Name the one aspect that most needs improving and say exactly how to improve it. If the answer "
-    'is already right and complete, reply "<INFO>No revision needed".'
-)
-IMPROVE = (
-    "Improve an answer using the review of it.\n"
-    'Question: "{question}"\nEarlier answer: "{previous}"\nReview: "{suggestions}"\n\n'
-    "Write the improved answer: concise (at most 500 words), structured step by step, most "
-    "important points first, and correct. Give the answer itself, with no comments about it."
-)
-AGGREGATE = (
-    "You merge several candidate answers to one question into a single best answer. Each has its "
-    "strengths and weaknesses. Read them all, keep the strongest parts, drop what is contradictory "
-    "or doubtful, and write one improved answer: state the conclusion directly, keep the concrete "
-    "working and results, and do not say which candidate a part came from.\n\nThe candidates:\n\n"
-)
-CANDIDATE = "[Node {node}'s answer:]\n{text}\n\n"
-HANDED = "[Node {node}'s answer]\n{text}\n\n"
-# Personas (system prompts); MASLab draws one of 100 professions per agent. Our own short list.
-PERSONAS = (
-    "You are a mathematician who enjoys careful proofs.",
-    "You are an engineer who checks every number twice.",
-    "You are a physics teacher who explains each step plainly.",
-    "You are a competition coach who knows many problem-solving tricks.",
-    "You are a statistician who distrusts answers that are not verified.",
-    "You are a software developer who thinks in precise, small steps.",
-    "You are an accountant who keeps exact track of every quantity.",
-    "You are a puzzle designer who looks for hidden structure.",
-    "You are a chess player who weighs every alternative before choosing.",
-    "You are a research scientist who tests each claim against the facts.",
-    "You are an architect who plans the whole before the details.",
-    "You are a data analyst who looks for patterns in numbers.",
-    "You are a professor of logic who spots gaps in arguments.",
-    "You are an editor who makes explanations short and clear.",
-    "You are a detective who reasons from evidence to conclusions.",
-    "You are an economist who models problems with equations.",
-)
 
 
 class MacNet:
     name = "macnet"
 
-    def __init__(self, agents: int = 5, topology: str = "random", handoff: str = "maslab"):
+    def __init__(
+        self,
+        agents: int = 5,
+        topology: str = "random",
+        handoff: str = "maslab",
+        prompts: PromptPack | None = None,
+    ):
         if topology not in TOPOLOGIES:
             raise ConfigError(f"unknown --topology {topology!r}; choose one of: {', '.join(TOPOLOGIES)}")
         if handoff not in HANDOFFS:
@@ -96,15 +63,20 @@ class MacNet:
         if int(agents) < 2:
             raise ConfigError(f"macnet needs --agents >= 2, got {agents}")
         self.agents, self.topology, self.handoff = int(agents), topology, handoff
+        self.prompts = prompts or load_pack()
+        personas = self.prompts.text("mas.macnet.personas")
         rng = random.Random(GRAPH_SEED)  # the graph's draw first, then the personas
         self.graph: Graph = build_graph(edges_for(topology, self.agents, rng=rng))
         self.persona = {
             # As the reference: randint(1, len - 1) per node in layer order, after the graph's draw
             # (so with MASLab's own list the personas are MASLab's).
-            node: PERSONAS[rng.randint(1, len(PERSONAS) - 1)]
+            node: personas[rng.randint(1, len(personas) - 1)]
             for layer in self.graph.layers()
             for node in layer
         }
+
+    def _t(self, key: str, **values: Any) -> str:
+        return self.prompts.render(f"mas.macnet.{key}", **values)
 
     def structure(self) -> dict[str, Any]:
         """The graph as the report draws it."""
@@ -158,10 +130,10 @@ class MacNet:
     def _handed(self, s: int, answer_of: dict[int, str], remaining: dict[int, list[int]]) -> str:
         """What an edge leaving `s` hands over (see `--macnet-handoff`)."""
         if self.handoff == "maslab":  # the answers of s's remaining predecessors: none
-            return "".join(HANDED.format(node=p, text=answer_of.get(p, "")) for p in remaining[s])
+            return "".join(self._t("handed", node=p, text=answer_of.get(p, "")) for p in remaining[s])
         if s == ENTRY:
             return ""
-        return HANDED.format(node=s, text=answer_of.get(s, ""))
+        return self._t("handed", node=s, text=answer_of.get(s, ""))
 
     def _aggregates(
         self, t: int, received: dict[int, dict[int, str]], remaining: dict[int, list[int]]
@@ -179,11 +151,11 @@ class MacNet:
         system: Message = {"role": "system", "content": self.persona[t]}
         temperature = self.graph.temperature(t)
         tag = {"stage": f"layer {depth + 1}", "edge": f"{_label(s)}->{_label(t)}"}
-        suggestions = NO_SUGGESTIONS
+        suggestions = self._t("no_suggestions")
         if previous:
             review = await ctx.ask(
                 _label(t),
-                [system, _user(REVIEW.format(question=question, previous=previous))],
+                [system, _user(self._t("review", question=question, previous=previous))],
                 role="instructor",
                 temperature=temperature,
                 tag=tag,
@@ -191,7 +163,10 @@ class MacNet:
             suggestions = review.content
         reply = await ctx.ask(
             _label(t),
-            [system, _user(IMPROVE.format(question=question, previous=previous, suggestions=suggestions))],
+            [
+                system,
+                _user(self._t("improve", question=question, previous=previous, suggestions=suggestions)),
+            ],
             role="assistant",
             temperature=temperature,
             tag=tag,
@@ -199,7 +174,9 @@ class MacNet:
         return reply.content
 
     async def _aggregate(self, ctx: SampleContext, t: int, answers: dict[int, str], depth: int) -> str:
-        text = AGGREGATE + "".join(CANDIDATE.format(node=s, text=a) for s, a in answers.items())
+        text = self._t("aggregate") + "".join(
+            self._t("candidate", node=s, text=a) for s, a in answers.items()
+        )
         reply = await ctx.ask(
             _label(t),
             [{"role": "system", "content": self.persona[t]}, _user(text)],

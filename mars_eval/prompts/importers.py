@@ -397,9 +397,173 @@ def _maslab_tasks(root: Path) -> dict[str, Any]:
     }
 
 
+_AGENTVERSE_CONSTANTS = {  # prompt_main.py name -> (our key, {marker: placeholder})
+    "ROLE_ASSIGNER_PREPEND_PROMPT": (
+        "recruit_system",
+        {"${query}": "question", "${cnt_agents}": "n", "${advice}": "advice"},
+    ),
+    "ROLE_ASSIGNER_APPEND_PROMPT": ("recruit", {"${cnt_agents}": "n"}),
+    "SOLVER_PREPEND_PROMPT": ("solver_system", {"${query}": "question"}),
+    "SOLVER_APPEND_PROMPT": ("solver", {"${role_description}": "role"}),
+    "CRITIC_PREPEND_PROMPT": ("critic_system", {"${role_description}": "role", "${query}": "question"}),
+    "CRITIC_APPEND_PROMPT": ("critic", {}),
+    "EVALUATOR_PREPEND_PROMPT": (
+        "evaluator_system",
+        {"${all_role_description}": "roles", "${query}": "question", "${solution}": "solution"},
+    ),
+    "EVALUATOR_APPEND_PROMPT": ("evaluator", {}),
+}
+
+
+def _constants(
+    root: Path, rel: str, table: dict[str, tuple[str, dict[str, str]]], prefix: str
+) -> dict[str, Any]:
+    """Module-level string constants with their markers turned into placeholders."""
+    tree, where = _read(root, rel)
+    strings = _module_strings(tree)
+    out = {}
+    for name, (key, markers) in table.items():
+        if name not in strings:
+            raise ImportFailure(f"{where}: no {name}")
+        text = _escape(strings[name])
+        for marker, placeholder in markers.items():
+            if _escape(marker) not in text:
+                raise ImportFailure(f"{where}: {name} has no {marker}")
+            text = text.replace(_escape(marker), "{" + placeholder + "}")
+        out[f"{prefix}.{key}"] = text
+    return out
+
+
+def _self_string(func: ast.AST, attr: str, where: str) -> str:
+    """The string first assigned to `self.<attr>` in a function."""
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Attribute) and t.attr == attr for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    raise ImportFailure(f"{where}: no string assigned to self.{attr}")
+
+
+def _maslab_agentverse(root: Path) -> dict[str, Any]:
+    out = _constants(root, "methods/agentverse/prompt_main.py", _AGENTVERSE_CONSTANTS, "mas.agentverse")
+    tree, where = _read(root, "methods/agentverse/agentverse_main.py")
+    out["mas.agentverse.no_advice"] = _escape(
+        _self_string(_function(tree, "__init__", where), "advice", where)
+    )
+    return out
+
+
+_MACNET_CONSTANTS = {  # prompt_main.py name -> (our key, {.format field: placeholder})
+    "INSTRUCTOR_PROMPT": ("review", {"{query}": "question", "{previous_answer}": "previous"}),
+    "ASSISTANT_PROMPT": (
+        "improve",
+        {"{query}": "question", "{previous_answer}": "previous", "{suggestions}": "suggestions"},
+    ),
+    "CC_PROMPT": ("aggregate", {}),
+}
+
+
+def _maslab_macnet(root: Path) -> dict[str, Any]:
+    tree, where = _read(root, "methods/macnet/prompt_main.py")
+    strings = _module_strings(tree)
+    out: dict[str, Any] = {}
+    for name, (key, fields) in _MACNET_CONSTANTS.items():
+        if name not in strings:
+            raise ImportFailure(f"{where}: no {name}")
+        text = strings[name]  # already str.format text: its fields are renamed, its braces kept
+        for field_text, placeholder in fields.items():
+            if field_text not in text:
+                raise ImportFailure(f"{where}: {name} has no {field_text}")
+            text = text.replace(field_text, "{" + placeholder + "}")
+        out[f"mas.macnet.{key}"] = text
+    personas = [
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "SYSTEM_PROMPT" for t in n.targets)
+        and isinstance(n.value, ast.List)
+    ]
+    if len(personas) != 1 or not all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in personas[0].elts
+    ):
+        raise ImportFailure(f"{where}: SYSTEM_PROMPT is not one list of texts")
+    out["mas.macnet.personas"] = [_escape(e.value) for e in personas[0].elts]  # type: ignore[attr-defined]
+    main, where = _read(root, "methods/macnet/macnet_main.py")
+    interact = _function(main, "interact", where)
+    out["mas.macnet.no_suggestions"] = _escape(_self_string(interact, "suggestions", where))
+    aggregate = _augmented(
+        _function(main, "aggregate_answers", where),
+        lambda t: isinstance(t, ast.Name) and t.id == "aggregation_prompt",
+    )
+    handed = _augmented(
+        _function(main, "graph_inference", where), lambda t: isinstance(t, ast.Name) and t.id == "pre_answer"
+    )
+    if len(aggregate) != 1 or len(handed) != 1:
+        raise ImportFailure(f"{where}: expected one candidate line and one handed-over line")
+    names = {"node_id": "node", "answer": "text"}
+    out["mas.macnet.candidate"] = template_of(aggregate[0], names, where)
+    out["mas.macnet.handed"] = template_of(handed[0], names, where)
+    return out
+
+
+def _maslab_dylan(root: Path) -> dict[str, Any]:
+    """DyLAN's math variant in its default ("complex") mode: the few-shot examples lead the
+    opening, and the update and ranking messages repeat that opening."""
+    tree, where = _read(root, "methods/dylan/dylan_math.py")
+    init = _function(tree, "__init__", where)
+    system = [
+        n.value
+        for n in ast.walk(init)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == "system_prompt" for t in n.targets)
+    ]
+    extra = _augmented(init, lambda t: isinstance(t, ast.Attribute) and t.attr == "system_prompt")
+    if len(system) != 1 or len(extra) != 1:
+        raise ImportFailure(f"{where}: expected the system prompt and its 'complex' addition")
+    out: dict[str, Any] = {
+        "mas.dylan.system": template_of(system[0], {}, where) + template_of(extra[0], {}, where)
+    }
+
+    utils, uwhere = _read(root, "methods/dylan/utils_math.py")
+    returns = [
+        n.value
+        for n in ast.walk(_function(utils, "get_examples", uwhere))
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
+    ]
+    if len(returns) != 2:
+        raise ImportFailure(f"{uwhere}: expected the simple and the complex examples")
+    examples = _escape(returns[1].value)  # type: ignore[attr-defined]  # the else branch: complex
+    prepare = _function(tree, "_prepare_question", where)
+    tails = [
+        n.right for n in ast.walk(prepare) if isinstance(n, ast.BinOp) and isinstance(n.right, ast.JoinedStr)
+    ]
+    if not tails:
+        raise ImportFailure(f"{where}: _prepare_question adds no problem text")
+    opening = examples + template_of(tails[-1], {"query": "question"}, where)
+    out["mas.dylan.opening"] = opening
+
+    for func, key, item_key, names in (
+        ("_construct_message", "update", "solution", {"agent_response": "text"}),
+        ("_construct_ranking_message", "rank", "numbered", {"agent_response": "text", "aid": "index"}),
+    ):
+        body = _function(tree, func, where)
+        head = _assigned(body, "prefix_string")
+        closing = _augmented(body, lambda t: isinstance(t, ast.Name) and t.id == "prefix_string")
+        item = _assigned(body, "response")
+        if len(head) != 1 or len(closing) != 2 or len(item) != 1:
+            raise ImportFailure(f"{where}: {func} is not a head, one line per agent and a closing")
+        text = template_of(head[0], {"question": "question"}, where).replace("{question}", opening)
+        out[f"mas.dylan.{key}"] = text + "{solutions}" + template_of(closing[1], {}, where)
+        out[f"mas.dylan.{item_key}"] = template_of(item[0], names, where)
+    return out
+
+
 def import_maslab(path: str | Path) -> PromptPack:
-    """The pack `maslab`: MASLab's MAD, AutoGen and llm_debate prompts and its GPQA/AIME query
-    format, from a checkout at `path`."""
+    """The pack `maslab`: MASLab's MAD, AutoGen, llm_debate, DyLAN (math), AgentVerse and MacNet
+    prompts and its GPQA/AIME query format, from a checkout at `path`."""
     root = Path(path).expanduser()
     if not root.is_dir():
         raise ImportFailure(f"{path} is not a folder")
@@ -408,11 +572,15 @@ def import_maslab(path: str | Path) -> PromptPack:
     imported.update(_maslab_autogen(root))
     imported.update(_maslab_debate(root))
     imported.update(_maslab_tasks(root))
+    imported.update(_maslab_agentverse(root))
+    imported.update(_maslab_dylan(root))
+    imported.update(_maslab_macnet(root))
     return _pack(
         "maslab",
         MASLAB_REPO,
         root,
         imported,
-        "MASLab's prompt text (MAD, AutoGen, llm_debate, the GPQA/AIME queries), imported from a "
+        "MASLab's prompt text (MAD, AutoGen, llm_debate, DyLAN, AgentVerse, MacNet, the GPQA/AIME "
+        "queries), imported from a "
         "local checkout; every other template is the pack 'ours'.",
     )

@@ -47,6 +47,31 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "mas.autogen.maslab_assistant_system": frozenset({"answer_format"}),
     "mas.autogen.assistant_system": frozenset({"answer_format"}),
     "mas.autogen.reviewer_system": frozenset({"answer_format"}),
+    # DyLAN, MASLab's math variant (mars_eval.mas.dylan)
+    "mas.dylan.system": frozenset(),
+    "mas.dylan.opening": frozenset({"question"}),
+    "mas.dylan.update": frozenset({"question", "solutions"}),
+    "mas.dylan.solution": frozenset({"text"}),
+    "mas.dylan.rank": frozenset({"question", "solutions"}),
+    "mas.dylan.numbered": frozenset({"index", "text"}),
+    # AgentVerse (mars_eval.mas.agentverse)
+    "mas.agentverse.recruit_system": frozenset({"question", "n", "advice"}),
+    "mas.agentverse.recruit": frozenset({"n"}),
+    "mas.agentverse.solver_system": frozenset({"question"}),
+    "mas.agentverse.solver": frozenset({"role"}),
+    "mas.agentverse.critic_system": frozenset({"role", "question"}),
+    "mas.agentverse.critic": frozenset(),
+    "mas.agentverse.evaluator_system": frozenset({"roles", "question", "solution"}),
+    "mas.agentverse.evaluator": frozenset(),
+    "mas.agentverse.no_advice": frozenset(),
+    "mas.agentverse.generic_expert": frozenset(),
+    # MacNet (mars_eval.mas.macnet)
+    "mas.macnet.review": frozenset({"question", "previous"}),
+    "mas.macnet.improve": frozenset({"question", "previous", "suggestions"}),
+    "mas.macnet.aggregate": frozenset(),
+    "mas.macnet.candidate": frozenset({"node", "text"}),
+    "mas.macnet.handed": frozenset({"node", "text"}),
+    "mas.macnet.no_suggestions": frozenset(),
     # task prompts (mars_eval.tasks): "ours" adds the answer format, "bare" is the question alone
     "tasks.math.format": frozenset(),
     "tasks.math.prompt": frozenset({"question", "format"}),
@@ -84,6 +109,18 @@ for _family in GAME_FAMILIES:
 
 # key -> placeholders it must use (the rest of PLACEHOLDERS is optional)
 REQUIRED: dict[str, frozenset[str]] = {
+    "mas.dylan.opening": frozenset({"question"}),
+    "mas.dylan.update": frozenset({"question", "solutions"}),
+    "mas.dylan.solution": frozenset({"text"}),
+    "mas.dylan.rank": frozenset({"question", "solutions"}),
+    "mas.dylan.numbered": frozenset({"index", "text"}),
+    "mas.agentverse.recruit_system": frozenset({"question", "n"}),
+    "mas.agentverse.solver_system": frozenset({"question"}),
+    "mas.agentverse.critic_system": frozenset({"question"}),
+    "mas.agentverse.evaluator_system": frozenset({"question", "solution"}),
+    "mas.macnet.improve": frozenset({"question", "previous"}),
+    "mas.macnet.candidate": frozenset({"text"}),
+    "mas.macnet.handed": frozenset({"text"}),
     "mas.mad.negative_opening": frozenset({"argument"}),
     "mas.mad.rebuttal": frozenset({"argument"}),
     "mas.mad.moderator_round": frozenset({"affirmative", "negative"}),
@@ -106,4 +143,4 @@ REQUIRED: dict[str, frozenset[str]] = {
 }
 
 # Lists of text (not templates): key -> how many entries at least.
-LISTS: dict[str, int] = {"games.hanabi.colors": 5}
+LISTS: dict[str, int] = {"mas.macnet.personas": 2, "games.hanabi.colors": 5}
