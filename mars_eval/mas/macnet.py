@@ -7,8 +7,9 @@ chain, star, tree, net, mlp; see `macnet_graph`), an entry node before the agent
 predecessor and an exit node after those without a successor. Each agent has a persona (its
 system prompt, drawn from the prompt pack's `mas.macnet.personas` list with the graph's seed,
 as the reference's non-default `type` does; the `maslab` pack holds MASLab's 100 professions,
-and then the draw gives MASLab's personas) and a temperature set by its layer (1 - depth / exit depth: the exit answers at
-temperature 0), which overrides the run's temperature as in the reference.
+and then the draw gives MASLab's personas) and a temperature set by its layer (1 - depth / exit
+depth: the exit answers at temperature 0), which overrides the run's temperature as in the
+reference.
 
 Execution goes layer by layer. For every edge S -> T leaving the current layer, T "interacts":
 given a previous answer it first reviews it (instructor call: the one thing to improve most),
