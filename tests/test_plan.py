@@ -156,6 +156,10 @@ def test_delta_is_in_points_through_the_cli(tmp_path):
     small = run_cli(["plan", "--task", "aime", "--accuracy", "40", "--delta", "0.05"], timeout=60)
     assert small.returncode == 2 and small.stderr.count("\n") == 1, small.describe()
     assert "percentage points" in small.stderr and "--delta 5" in small.stderr
+    # not a number: one line in points, not the fraction-or-percent wording of --accuracy
+    nan = run_cli(["plan", "--task", "aime", "--accuracy", "40", "--delta", "nan"], timeout=60)
+    assert nan.returncode == 2 and nan.stderr.count("\n") == 1, nan.describe()
+    assert "percentage points" in nan.stderr and "fraction" not in nan.stderr
     for value, word in ((True, "100%"), (False, "0%")):
         run = write_run(tmp_path / word.strip("%"), {str(i): [value, value] for i in range(5)})
         flat = run_cli(["plan", "--from", str(run), "--delta", "5"], timeout=60)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -101,7 +102,9 @@ def make_parser() -> argparse.ArgumentParser:
         "(training/memory.py, computed on the CPU) and whether they fit, and exit",
     )
     p.add_argument("--gpu-memory-gib", type=float, default=None, help="GPU memory for --estimate-memory, GiB")
-    p.add_argument("--json", action="store_true", help="--estimate-memory as one JSON object")
+    p.add_argument(
+        "--json", action="store_true", help="--estimate-memory as one JSON object (the last stdout line)"
+    )
     p.add_argument(
         "--torchrun",
         action="store_true",
@@ -135,7 +138,8 @@ def print_config(args: argparse.Namespace) -> int:
 
 def _resolved(args: argparse.Namespace):
     cfg = build_config(args.preset, args.config, _overrides(args), args.steps)
-    world = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    # `is None`, not `or`: --world-size 0 is bad input, not "use $WORLD_SIZE"
+    world = args.world_size if args.world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
     if world < 1:
         raise ConfigError(f"--world-size must be >= 1 (got {world})")
     from mars_eval.games import ALL_GAMES
@@ -145,14 +149,15 @@ def _resolved(args: argparse.Namespace):
 
 
 def estimate_memory(args: argparse.Namespace) -> int:
-    if args.gpu_memory_gib is None or args.gpu_memory_gib <= 0:
+    gib = args.gpu_memory_gib
+    if gib is None or not math.isfinite(gib) or gib <= 0:
         raise ConfigError("--estimate-memory needs --gpu-memory-gib G (> 0)")
     cfg, world = _resolved(args)
     from training.memory import estimate
 
     report = estimate(cfg, world, args.gpu_memory_gib, sharded=world > 1 or args.torchrun)
     if args.json:
-        text = json.dumps(report, indent=2)
+        text = json.dumps(report)  # one line: the last stdout line, as mars-eval's --json
     else:
         a = report["assumptions"]
         lines = [

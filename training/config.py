@@ -480,6 +480,10 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         raise ConfigError(f"minibatches={cfg.minibatches} exceeds the trajectories per rank")
     if not 0.0 <= cfg.mix_fraction <= 1.0:
         raise ConfigError(f"mix_fraction must be in [0, 1] (got {cfg.mix_fraction})")
+    if not 0.0 < cfg.vllm_gpu_memory_utilization <= 1.0:  # vLLM's share of each GPU
+        raise ConfigError(
+            f"vllm_gpu_memory_utilization must be in (0, 1] (got {cfg.vllm_gpu_memory_utilization})"
+        )
     if not 0.0 < cfg.gamma <= 1.0:
         raise ConfigError(f"gamma must be in (0, 1] (got {cfg.gamma})")
     if min(cfg.clip_eps, cfg.lr, cfg.temperature, cfg.logprob_temperature) <= 0 or cfg.kl_coef < 0:

@@ -33,7 +33,9 @@ class RichHelpParser(argparse.ArgumentParser):
 
     def default_text(self, action: argparse.Action) -> str | None:
         """What `[default: ...]` says for an action (None: nothing to show, as for --help)."""
-        if isinstance(action, argparse._HelpAction) or "default:" in (action.help or ""):
+        # --version has no default either (argparse keeps its ==SUPPRESS== sentinel there)
+        no_default = isinstance(action, (argparse._HelpAction, argparse._VersionAction))
+        if no_default or "default:" in (action.help or ""):
             return None
         if action.dest in self.shown_defaults:
             return self.shown_defaults[action.dest]

@@ -6,6 +6,7 @@ only declares the options. Bad input raises ConfigError: one line, exit 2.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -64,7 +65,11 @@ def plan(
         int | None, typer.Option(help="Number of problems", show_default="the task's, or the --from run's")
     ] = None,
     between_share: Annotated[
-        float, typer.Option(help="Without --from: share of the variance that is between problems")
+        float,
+        typer.Option(
+            help="Share of the variance that is between problems, where runs do not measure it "
+            "(no --from, or K = 1)"
+        ),
     ] = 0.5,
     correlation: Annotated[
         float | None,
@@ -115,6 +120,8 @@ def _runs(from_run: list[str] | None, more: list[str] | None) -> list[str] | Non
 def check_delta(delta: float) -> None:
     """--delta is in percentage points only: a value under 1 is most likely a fraction (0.05 for
     5 points), which would ask for an effect of 0.05 points; refused with the fix in one line."""
+    if not math.isfinite(delta):
+        raise ConfigError(f"--delta is in percentage points (5 means 5 points), got {delta:g}")
     if abs(delta) < 1:
         raise ConfigError(
             f"--delta is in percentage points (5 means 5 points); {delta:g} is under 1 point. "

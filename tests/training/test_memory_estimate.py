@@ -90,12 +90,17 @@ def test_qwen3_4b_fits_on_8_x_80_gib_and_the_old_layout_did_not():
 def test_the_command_prints_json_with_the_agreed_keys(capsys):
     args = ["--preset", "qwen3-4b", "--estimate-memory", "--world-size", "8", "--gpu-memory-gib", "80"]
     assert main([*args, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert json.loads(out.strip().splitlines()[-1]) == report  # the last stdout line, as mars-eval's --json
     assert {"update_peak_gib", "rollout_peak_gib", "fits", "breakdown"} <= set(report)
     assert report["fits"] is True
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "fits" in out and "update step" in out and "rollout" in out
+
+
+QWEN = ["--preset", "qwen3-4b", "--estimate-memory"]
 
 
 @pytest.mark.parametrize(
@@ -108,6 +113,14 @@ def test_the_command_prints_json_with_the_agreed_keys(capsys):
         ),
         (["--preset", "tiny", "--estimate-memory", "--gpu-memory-gib", "80"], "model shape"),
         (["--estimate-memory", "--gpu-memory-gib", "80", "model=/nonexistent/x"], "config.json"),
+        # acceptance pass: these were a traceback (nan, inf) or a silent world size of 1 (0)
+        ([*QWEN, "--world-size", "8", "--gpu-memory-gib", "nan"], "> 0"),
+        ([*QWEN, "--world-size", "8", "--gpu-memory-gib", "inf"], "> 0"),
+        ([*QWEN, "--world-size", "0", "--gpu-memory-gib", "80"], ">= 1"),
+        (
+            [*QWEN, "--world-size", "8", "--gpu-memory-gib", "80", "vllm_gpu_memory_utilization=1.5"],
+            "vllm_gpu_memory_utilization",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
@@ -135,3 +148,9 @@ def test_one_torchrun_rank_is_sharded(capsys):
     assert plain["gathered_weights"] == pytest.approx(2 * shape.params / 2**30, abs=1e-3)  # autocast copies
     expected = (2 * shape.root_params + 10 * shape.layer_params) / 2**30  # FSDP2's gathered root and layers
     assert sharded["gathered_weights"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_help_shows_no_argparse_sentinel(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "SUPPRESS" not in capsys.readouterr().out
