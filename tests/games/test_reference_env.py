@@ -207,3 +207,13 @@ def test_replies_must_match_the_players_moves():
         ep.messages(0, "reference", [])
     with pytest.raises(ValueError, match="replies"):
         ep.messages(1, "reference", ["<answer><O(0,0)></answer>"])
+
+
+def test_readme_states_the_answer_rule_the_code_applies():
+    """The README once said text before the answer was allowed after the rule became the
+    reference's whole-reply one (test_answer_rule: nothing may come before the block)."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert "text before the answer is allowed" not in text
+    assert "exactly one answer block (text before or after it forfeits the move)" in text
