@@ -35,7 +35,7 @@ from mars_eval.run.rundirs import RunDir, find_runs
 HEAVY = ("transcript", "messages")  # only with transcripts=True
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what spreadsheets read as a formula
-BATCH_BYTES = 32 << 20  # Parquet: rows written together (a row group) up to about this much text
+BATCH_BYTES = 8 << 20  # Parquet: rows written together (a row group) up to about this much text
 
 
 def safe_cell(value: Any) -> Any:
@@ -184,7 +184,11 @@ def _write_parquet(path: Path, columns: dict[str, str], rows: Iterator[dict[str,
     n = 0
     batch: list[dict[str, Any]] = []
     size = 0
-    with pq.ParquetWriter(path, schema) as writer:
+    # Long texts are not dictionary-encoded: the writer would hold every distinct reply while
+    # trying, for nothing (each reply is its own value).
+    texts = [k for k in columns if k in (*HEAVY, "final_text", "traceback")]
+    plain_cols = [k for k in columns if k not in texts]
+    with pq.ParquetWriter(path, schema, use_dictionary=plain_cols) as writer:
         for row in rows:
             batch.append(row)
             size += sum(len(v) for v in row.values() if isinstance(v, str))
