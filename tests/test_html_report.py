@@ -173,8 +173,9 @@ def _games_runs(root: Path) -> Path:
 
 
 def test_games_error_bars_and_paired_comparison(tmp_path, monkeypatch):
-    """Games bars carry the normalized return's 95% interval (the mean return's t interval through
-    the affine normalization), and each model is compared (paired by episode seed) with the first."""
+    """Games rows carry the normalized return's 95% interval (the mean return's t interval through
+    the affine normalization), the chart's mean-return bars their t interval, and each model is
+    compared (paired by episode seed) with the first."""
     import json
 
     from mars_eval.games import make_game
@@ -182,13 +183,14 @@ def test_games_error_bars_and_paired_comparison(tmp_path, monkeypatch):
 
     root = _games_runs(tmp_path / "games")
     drawn = {}
-    real_bars = plots.bar_chart
+    real_bars = plots.panel_bars
 
-    def spy(groups, series, lows, highs, ylabel, *a, **k):
-        drawn[ylabel] = (list(groups), series, lows, highs)
-        return real_bars(groups, series, lows, highs, ylabel, *a, **k)
+    def spy(groups, panels):
+        for ylabel, series, lows, highs, _ in panels:
+            drawn[ylabel] = (list(groups), series, lows, highs)
+        return real_bars(groups, panels)
 
-    monkeypatch.setattr(plots, "bar_chart", spy)
+    monkeypatch.setattr(plots, "panel_bars", spy)
     report = Report([str(root)], models=["random", "mcts100"])
     section = report.games_section()
     assert section["models"] == ["random", "mcts100"]
@@ -197,7 +199,7 @@ def test_games_error_bars_and_paired_comparison(tmp_path, monkeypatch):
         assert r["norm_low"] == pytest.approx(game.normalize(r["mean_return_ci_low"]))
         assert r["norm_high"] == pytest.approx(game.normalize(r["mean_return_ci_high"]))
         assert r["norm_low"] <= r["normalized_return"] <= r["norm_high"]
-    groups, series, lows, highs = drawn["normalized return (95% interval)"]
+    groups, series, lows, highs = drawn["mean return\n(95% interval)"]
     assert groups == ["tic_tac_toe\nrandom · first", "tic_tac_toe\nrandom · second"]
     assert all(v is not None for m in series for v in lows[m] + highs[m])
     # Paired comparison: delta = mean over paired episodes of (mcts - random) returns.

@@ -271,15 +271,8 @@ class Report:
         if data is None:
             return None
         groups = data["groups"]
-        series, lows, highs = {}, {}, {}
-        for m in data["models"]:
-            by_group = {(r["game"], r["opponent"], r["seat"]): r for r in self.games if r["model"] == m}
-            rows = [by_group.get(g) for g in groups]
-            series[m] = [r["normalized_return"] if r else None for r in rows]
-            lows[m] = [r["norm_low"] if r else None for r in rows]
-            highs[m] = [r["norm_high"] if r else None for r in rows]
         labels = [f"{g}\n{o} · {s}" for g, o, s in groups]
-        data["bars"] = plots.bar_chart(labels, series, lows, highs, "normalized return (95% interval)")
+        data["bars"] = plots.panel_bars(labels, self._games_panels(data["models"], groups))
         data["curve"] = None
         stepped = [r for r in self.games if r["step"] is not None]
         if len({r["step"] for r in stepped}) >= 2:
@@ -294,6 +287,40 @@ class Report:
                 )
             data["curve"] = plots.curves(lines, "training step", "normalized return (95% interval)")
         return data
+
+    def _games_panels(self, models: list[str], groups: list[tuple[str, str, str]]) -> list[plots.Panel]:
+        """Win rate and mean return, each with its 95% interval, and the invalid-move rate: a
+        model that loses every game on invalid moves shows 0% wins and a full invalid bar, never
+        a normalized return that could read as better than a model's honest 0."""
+
+        def pct(v: Any) -> float | None:
+            return None if v is None else 100.0 * float(v)
+
+        measures = {
+            "win rate %\n(95% Wilson)": lambda r: (
+                pct(r.get("win_rate")),
+                pct(r.get("win_low")),
+                pct(r.get("win_high")),
+            ),
+            "mean return\n(95% interval)": lambda r: (
+                r.get("mean_return"),
+                r.get("mean_return_ci_low"),
+                r.get("mean_return_ci_high"),
+            ),
+            "invalid-move\nrate %": lambda r: (pct(r.get("invalid_rate")), None, None),
+        }
+        limits = {"win rate %\n(95% Wilson)": (0.0, 100.0), "invalid-move\nrate %": (0.0, 100.0)}
+        panels: list[plots.Panel] = []
+        for ylabel, pick in measures.items():
+            series, lows, highs = {}, {}, {}
+            for m in models:
+                by_group = {(r["game"], r["opponent"], r["seat"]): r for r in self.games if r["model"] == m}
+                values = [pick(by_group[g]) if g in by_group else (None, None, None) for g in groups]
+                series[m] = [v[0] for v in values]
+                lows[m] = [v[1] for v in values]
+                highs[m] = [v[2] for v in values]
+            panels.append((ylabel, series, lows, highs, limits.get(ylabel)))
+        return panels
 
     def train_section(self) -> list[dict[str, Any]]:
         out = []

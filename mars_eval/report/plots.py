@@ -45,24 +45,13 @@ def bar_chart(
     A group holds only the series that have a value there, centred (a model not run on a task
     leaves no gap); each series keeps its colour and legend entry across groups.
     """
-    names = list(series)
     xs_of, width = bar_positions(len(groups), series)
     most = round(0.8 / width)
     with plt.rc_context(STYLE):
         # Wider with more bars, up to what a page shows at full size (text stays legible).
         width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
         fig, ax = plt.subplots(figsize=(width_in, 3.2))
-        for name in names:
-            xs, ys, err_lo, err_hi = [], [], [], []
-            for g, v in enumerate(series[name]):
-                if v is None:
-                    continue
-                lo, hi = lows[name][g], highs[name][g]
-                xs.append(xs_of[name][g])
-                ys.append(v)
-                err_lo.append(max(0.0, v - lo) if lo is not None else 0.0)
-                err_hi.append(max(0.0, hi - v) if hi is not None else 0.0)
-            ax.bar(xs, ys, width * 0.95, label=name, yerr=[err_lo, err_hi], capsize=3, ecolor="#333")
+        _draw_bars(ax, series, lows, highs, xs_of, width)
         ax.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
         ax.set_ylabel(ylabel)
         if ymax is not None:
@@ -71,6 +60,67 @@ def bar_chart(
             ax.set_title(title)
         if len(series) > 1:
             ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return _svg(fig)
+
+
+def _draw_bars(ax, series, lows, highs, xs_of, width, colors=None) -> None:
+    """One bar per (series, group) with a value, with its interval as error bars."""
+    for k, name in enumerate(series):
+        xs, ys, err_lo, err_hi = [], [], [], []
+        for g, v in enumerate(series[name]):
+            if v is None:
+                continue
+            lo, hi = lows[name][g], highs[name][g]
+            xs.append(xs_of[name][g])
+            ys.append(v)
+            err_lo.append(max(0.0, v - lo) if lo is not None else 0.0)
+            err_hi.append(max(0.0, hi - v) if hi is not None else 0.0)
+        color = colors[k % len(colors)] if colors else None
+        ax.bar(xs, ys, width * 0.95, label=name, yerr=[err_lo, err_hi], capsize=3, ecolor="#333", color=color)
+
+
+Panel = tuple[
+    str,
+    dict[str, Sequence[float | None]],
+    dict[str, Sequence[float | None]],
+    dict[str, Sequence[float | None]],
+    tuple[float, float] | None,
+]
+
+
+def panel_bars(groups: Sequence[str], panels: Sequence[Panel]) -> str:
+    """Grouped bars in stacked panels sharing the groups (x axis), one panel per measure:
+    (ylabel, series, lows, highs, ylim). Each series keeps its colour in every panel, and the
+    legend and group labels are drawn once."""
+    first = panels[0][1]
+    # A bar's place is where the model has a row, even if one measure is missing there (no win
+    # rate in a cooperative game): the panels' bars line up.
+    anywhere = {
+        name: [
+            next((p[1][name][g] for p in panels if p[1][name][g] is not None), None)
+            for g in range(len(groups))
+        ]
+        for name in first
+    }
+    xs_of, width = bar_positions(len(groups), anywhere)
+    most = round(0.8 / width)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    with plt.rc_context(STYLE):
+        width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
+        fig, axes = plt.subplots(
+            len(panels), 1, figsize=(width_in, 1.9 * len(panels) + 0.8), sharex=True, squeeze=False
+        )
+        for ax, (ylabel, series, lows, highs, ylim) in zip(axes[:, 0], panels, strict=True):
+            _draw_bars(ax, series, lows, highs, xs_of, width, colors)
+            ax.set_ylabel(ylabel, fontsize=8)
+            if ylim is not None:
+                ax.set_ylim(*ylim)
+            else:
+                ax.axhline(0, color="#555", linewidth=0.8)  # signed values: where zero is
+        last = axes[-1, 0]
+        last.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
+        if len(first) > 1:
+            axes[0, 0].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig)
 
 
