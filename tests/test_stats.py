@@ -58,6 +58,9 @@ def test_wilson_formula():
     assert w.low == pytest.approx(center - half, rel=1e-9)
     assert w.high == pytest.approx(center + half, rel=1e-9)
     assert stats.wilson(0, 20).low == 0 and stats.wilson(20, 20).high == pytest.approx(1.0)
+    # no wins / all wins: the bound is exactly 0 / 1, not a rounding residue (6.9e-18 at n = 40)
+    for n in range(1, 201):
+        assert stats.wilson(0, n).low == 0.0 and stats.wilson(n, n).high == 1.0, n
 
 
 def _wilson_t(p: float, n: float, q: float = T29_975) -> tuple[float, float]:

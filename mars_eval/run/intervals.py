@@ -71,7 +71,10 @@ def wilson_bounds(p: float, n: float, q: float) -> tuple[float, float]:
     denom = 1 + q * q / n
     centre = (p + q * q / (2 * n)) / denom
     half = q / denom * math.sqrt(max(0.0, p * (1 - p)) / n + q * q / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at p = 0 (p = 1) the bound is exactly 0 (1); the formula leaves a rounding residue there
+    low = 0.0 if p <= 0.0 else max(0.0, centre - half)
+    high = 1.0 if p >= 1.0 else min(1.0, centre + half)
+    return low, high
 
 
 # --- one-sample intervals ---------------------------------------------------------------------
