@@ -92,6 +92,12 @@ def suite(
     mad_stop: opt.MadStop = "reference",
     debate_style: opt.DebateStyle = "du",
     gpqa_order: opt.GpqaOrder = "shuffled",
+    question_field: opt.QuestionField = None,
+    answer_field: opt.AnswerField = None,
+    id_field: opt.IdField = None,
+    choices_field: opt.ChoicesField = None,
+    answer_type: opt.AnswerType = None,
+    problem_ids: opt.ProblemIds = None,
     prompts: opt.Prompts = None,
     task_prompt: opt.TaskPrompt = "ours",
     sampling: opt.Sampling = "qwen3",
@@ -123,10 +129,17 @@ def suite(
         for m in models:
             validate.check_model_folder(m)
     tasks = list(dict.fromkeys(make_task(t).name for t in task))
+    options = opt.task_options(given)
+    if options and "custom" not in tasks:  # "--answer-type is used by --task custom only": exit 2
+        make_task(tasks[0], **options)
+    if options:
+        make_task("custom", **options)  # a bad --answer-type: one line, exit 2, before any work
     files = parse_data_files(data_files, tasks)
     files = {_gpqa_order(t, gpqa_order): f for t, f in files.items()}
     tasks = list(dict.fromkeys(_gpqa_order(t, gpqa_order) for t in tasks))
-    template = opt.eval_config(given, task=tasks[0])
+    template = opt.eval_config(
+        given, task=tasks[0], task_options=options, problem_ids=opt.problem_ids(problem_ids)
+    )
     plan = SuitePlan(
         models=models,
         systems=expand_systems(system),

@@ -35,7 +35,7 @@ from mars_eval.run.failures import BAD_INPUT, exit_code, exit_code_of
 from mars_eval.run.identity import data_hash, engine_kind
 from mars_eval.run.progress import progress_bar
 from mars_eval.run.rundirs import read_records
-from mars_eval.run.runner import EvalConfig, run_eval, run_folder
+from mars_eval.run.runner import EvalConfig, run_eval, run_folder, select
 from mars_eval.run.store import slug
 from mars_eval.run.units import run_all
 from mars_eval.tasks import Problem, make_task
@@ -168,24 +168,38 @@ def plan_cells(plan: SuitePlan) -> list[Cell]:
                     system=system,
                     model=model,
                     data_files=plan.data_files.get(task),
+                    # the custom-task flags are the custom task's only (other tasks refuse them)
+                    task_options=plan.template.task_options if _is_custom(task) else None,
                 )
                 cells.append(Cell(model, system, task, cfg))
     return cells
 
 
+def _is_custom(task: str) -> bool:
+    return make_task(task).name == "custom"
+
+
 def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
     """Each task's problems, loaded once for all its cells and before any call (bad data or a
-    missing file is a ConfigError here, not in the middle of the suite)."""
+    missing file is a ConfigError here, not in the middle of the suite). --problem-ids selects
+    in every task, as `mas` does (`runner.select`): an id a task lacks is refused, naming it."""
     loaded = {}
+    template = plan.template
     for task_name in plan.tasks:
+        options = template.task_options if _is_custom(task_name) else None
         problems = load_task_problems(
-            make_task(task_name, prompts=plan.template.pack(), task_prompt=plan.template.task_prompt),
+            make_task(
+                task_name, prompts=template.pack(), task_prompt=template.task_prompt, **(options or {})
+            ),
             plan.data_files.get(task_name),
-            plan.template.seed,
+            template.seed,
         )
-        kept = problems if plan.template.limit is None else problems[: plan.template.limit]
-        if not kept:
-            raise ConfigError(f"no problems to run for {task_name} (empty data or --limit 0)")
+        try:
+            select(problems, replace(template, task=task_name))
+        except ConfigError as exc:
+            if template.problem_ids:
+                raise
+            raise ConfigError(f"no problems to run for {task_name} (empty data or --limit 0)") from exc
         loaded[task_name] = problems
     return loaded
 
@@ -246,8 +260,7 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
     for system in plan.systems:  # unknown systems and bad system options: one line, exit 2
         system_for(system, template)
     loaded = load_problems(plan)
-    limit = template.limit
-    counts = {t: len(p if limit is None else p[:limit]) for t, p in loaded.items()}
+    counts = {t: len(select(p, replace(template, task=t))) for t, p in loaded.items()}
     pool: SharedPool | None = None
     local: dict[str, ModelClient] = {}
     if template.base_urls:
