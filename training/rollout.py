@@ -164,7 +164,7 @@ class RolloutWorker:
         sequence_length: int = 0,
         pack: PromptPack | None = None,
     ):
-        self.pack = pack  # the reference style's prompt pack (None: ours)
+        self.pack = pack  # the prompt pack of every style (None: ours)
         self.sequence_length = sequence_length  # prompt + reply within 1000 of this forfeits; 0: off
         self.engine = engine
         self.forfeit = forfeit  # payoffs after a forfeit (training/rewards.py)
@@ -180,13 +180,13 @@ class RolloutWorker:
     def _messages(self, live: _Live, seat: int) -> list[dict]:
         ep = live.episode
         if self.style == "compact":
-            return ep.messages(seat, "compact")
+            return ep.messages(seat, "compact", pack=self.pack)
         if self.style == "reference":  # the reference environments' chat, rebuilt each turn
             return ep.messages(seat, "reference", live.replies[seat], self.pack)
         chat = live.chats.get(seat)
         if chat is None:
-            chat = live.chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full")}]
-        chat.append({"role": "user", "content": ep.observation(seat, "full")})
+            chat = live.chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full", self.pack)}]
+        chat.append({"role": "user", "content": ep.observation(seat, "full", self.pack)})
         return chat
 
     def render(self, messages: list[dict]) -> list[int]:

@@ -68,7 +68,7 @@ class LLMAgent:
     def __init__(self, ctx: SampleContext, style: str = "full", pack: PromptPack | None = None):
         self.ctx = ctx
         self.style = check_style(style)
-        self.pack = pack  # the prompt pack of the reference style (None: ours)
+        self.pack = pack  # the prompt pack every style's prose comes from (None: ours)
         self._chats: dict[int, list[Message]] = {}
         self._replies: dict[int, list[str]] = {}  # reference style: this seat's earlier replies
         self._seen: dict[int, int] = {}  # messages of this seat's chat already in the transcript
@@ -77,12 +77,12 @@ class LLMAgent:
         if self.style == "reference":
             return episode.messages(player, "reference", self._replies.get(player, []), self.pack)
         if self.style == "compact":
-            return episode.messages(player, "compact")
+            return episode.messages(player, "compact", pack=self.pack)
         chat = self._chats.get(player)
         if chat is None:
-            chat = self._chats[player] = episode.messages(player, "full")
+            chat = self._chats[player] = episode.messages(player, "full", pack=self.pack)
         else:
-            chat.append({"role": "user", "content": episode.observation(player, "full")})
+            chat.append({"role": "user", "content": episode.observation(player, "full", self.pack)})
         return list(chat)
 
     async def act(self, episode: Episode, player: int) -> Move:

@@ -6,7 +6,8 @@ coordinates. Player 0 plays x and moves first; player 1 plays o.
 
 from __future__ import annotations
 
-from mars_eval.games.core import Episode, paragraph
+from mars_eval.games.core import Episode
+from mars_eval.prompts import PromptPack
 
 MARKS = ("x", "o")
 
@@ -19,56 +20,35 @@ class TicTacToeEpisode(Episode):
     """Action names are pyspiel's own: "x(row,col)" / "o(row,col)", rows and columns 0..2."""
 
     display_name = "Tic-Tac-Toe"
+    family = "tic_tac_toe"
+
+    def seat_values(self, player: int) -> dict[str, str]:
+        return {"mark": MARKS[player]}
 
     def action_name(self, player: int, action: int) -> str:
         return f"{MARKS[player]}({action // 3},{action % 3})"
-
-    def rules(self) -> str:
-        return paragraph(
-            """You are playing Tic-Tac-Toe on a 3x3 board. Players take turns placing their mark (x or o)
-            on an empty cell; x moves first. The first to get three marks in a row (horizontally,
-            vertically or diagonally) wins. If the board fills with no line, the game is a draw.
-            Win = +1, loss = -1, draw = 0. A move is named mark(row,col), rows and columns numbered 0-2
-            from the top left, e.g. "x(1,2)" puts an x in the middle row, right column."""
-        )
-
-    def role(self, player: int) -> str:
-        order = "first" if player == 0 else "second"
-        return f"You are player {player + 1} and play {MARKS[player]} (you move {order})."
 
     def view(self, player: int) -> str:
         rows = _grid(self.state.observation_string(player))
         lines = ["    0 1 2"] + [f"{r}   " + " ".join(row) for r, row in enumerate(rows)]
         return f"You play {MARKS[player]}. Current board (. = empty):\n" + "\n".join(lines)
 
-    def compact_view(self, player: int) -> str:
-        rows = _grid(self.state.observation_string(player))
-        m = MARKS[player]
-        board = "\n".join(rows)
-        return f"Tic-tac-toe, you are {m}.\n{board}\nReply <answer>{m}(row,col)</answer>, 0-2."
+    def compact_view(self, player: int, pack: PromptPack) -> str:
+        board = "\n".join(_grid(self.state.observation_string(player)))
+        return pack.render("games.compact.tic_tac_toe", mark=MARKS[player], board=board)
 
 
 class ConnectFourEpisode(Episode):
     """Action names are "column N" (N = 0..6): the piece falls to the lowest empty cell."""
 
     display_name = "Connect Four"
+    family = "connect_four"
+
+    def seat_values(self, player: int) -> dict[str, str]:
+        return {"mark": MARKS[player]}
 
     def action_name(self, player: int, action: int) -> str:
         return f"column {action}"
-
-    def rules(self) -> str:
-        return (
-            "You are playing Connect Four on a board of 6 rows and 7 columns. Players take turns dropping "
-            "one of their pieces (x or o) into a column; it falls to the lowest empty cell of that column. "
-            "x moves first. The first to get four pieces in a row (horizontally, vertically or diagonally) "
-            "wins. If the board fills with no such line, the game is a draw. Win = +1, loss = -1, draw = 0. "
-            'A move is named "column N" with columns numbered 0-6 from the left; a full column cannot be '
-            "chosen."
-        )
-
-    def role(self, player: int) -> str:
-        order = "first" if player == 0 else "second"
-        return f"You are player {player + 1} and play {MARKS[player]} (you move {order})."
 
     def view(self, player: int) -> str:
         rows = _grid(self.state.observation_string(player))
@@ -78,10 +58,6 @@ class ConnectFourEpisode(Episode):
             "column numbers on top):\n" + "\n".join(lines)
         )
 
-    def compact_view(self, player: int) -> str:
-        rows = _grid(self.state.observation_string(player))
-        return (
-            f"Connect four, you are {MARKS[player]}. Columns 0-6, bottom row last:\n"
-            + "\n".join(rows)
-            + "\nReply <answer>column N</answer>."
-        )
+    def compact_view(self, player: int, pack: PromptPack) -> str:
+        board = "\n".join(_grid(self.state.observation_string(player)))
+        return pack.render("games.compact.connect_four", mark=MARKS[player], board=board)

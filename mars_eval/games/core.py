@@ -30,22 +30,12 @@ import pyspiel
 
 from mars_eval.games import reference_env
 from mars_eval.models.base import ConfigError, Message
-from mars_eval.prompts import PromptPack
+from mars_eval.prompts import PromptPack, load_pack
 
 PROMPT_STYLES = ("reference", "full", "compact")
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _WRAPPERS = {"[": "]", "{": "}", "<": ">", "(": ")", '"': '"', "'": "'", "`": "`", "*": "*"}
-
-ANSWER_FORMAT = (
-    "First reason briefly about the position, then give exactly ONE action, copied from the list of "
-    "legal actions, in the form <answer>ACTION</answer>. An illegal or missing action loses the game."
-)
-
-
-def paragraph(text: str) -> str:
-    """Collapse a triple-quoted block into one line of prose (keeps rule texts readable in code)."""
-    return " ".join(text.split())
 
 
 def normalize_action(text: str) -> str:
@@ -107,6 +97,7 @@ class Episode:
     """One play-through of a game; see the module docstring for the contract."""
 
     display_name: ClassVar[str] = ""
+    family: ClassVar[str] = ""  # the prompt pack's key of this game's templates (games.full.FAMILY)
 
     def __init__(self, game: Game, seed: int):
         self.game = game
@@ -241,10 +232,10 @@ class Episode:
         if style == "reference":
             return reference_env.messages(self, player, list(replies or []), pack)
         if style == "compact":
-            return [{"role": "user", "content": self.observation(player, "compact")}]
+            return [{"role": "user", "content": self.observation(player, "compact", pack)}]
         return [
-            {"role": "system", "content": self.system_prompt(player, "full")},
-            {"role": "user", "content": self.observation(player, "full")},
+            {"role": "system", "content": self.system_prompt(player, "full", pack)},
+            {"role": "user", "content": self.observation(player, "full", pack)},
         ]
 
     def system_prompt(self, player: int, style: str = "full", pack: PromptPack | None = None) -> str:
@@ -253,12 +244,15 @@ class Episode:
             return ""
         if style == "reference":
             return reference_env.prefix(self.game.name, player, self.game.params, pack)["system"]
-        return f"{self.rules()}\n\n{self.role(player)}\n\n{ANSWER_FORMAT}"
+        pack = pack or load_pack()
+        return f"{self.rules(pack)}\n\n{self.role(player, pack)}\n\n{pack.render('games.full.answer_format')}"
 
-    def observation(self, player: int, style: str = "full") -> str:
+    def observation(self, player: int, style: str = "full", pack: PromptPack | None = None) -> str:
+        """The state as `player` sees it; full and compact take their prose from `pack` (None: ours)."""
         check_style(style)
+        pack = pack or load_pack()
         if style == "compact":
-            return self.compact_view(player)
+            return self.compact_view(player, pack)
         if style == "reference":
             return reference_env.render_state(self.game.name, self.state)
         parts = [self.view(player)]
@@ -266,8 +260,7 @@ class Episode:
         if last:
             parts.insert(0, last)
         if not self.is_terminal and self.current_player == player:
-            parts.append("Legal actions: " + ", ".join(self.legal_actions()))
-            parts.append("Give your action as <answer>ACTION</answer>.")
+            parts.append(pack.render("games.full.act", legal=", ".join(self.legal_actions())))
         return "\n\n".join(parts)
 
     def last_move_text(self, player: int) -> str:
@@ -289,17 +282,30 @@ class Episode:
     def action_name(self, player: int, action: int) -> str:
         raise NotImplementedError
 
-    def rules(self) -> str:
-        raise NotImplementedError
+    def rules(self, pack: PromptPack) -> str:
+        """The full style's rules: the pack's games.full.FAMILY.rules."""
+        return pack.render(f"games.full.{self.family}.rules", **self.rule_values(pack))
 
-    def role(self, player: int) -> str:
-        raise NotImplementedError
+    def rule_values(self, pack: PromptPack) -> dict[str, Any]:
+        """The numbers a game's rules template is filled with (Hanabi's come from its parameters)."""
+        return {}
+
+    def role(self, player: int, pack: PromptPack) -> str:
+        """The full style's seat line: the pack's games.full.FAMILY.role."""
+        order = pack.render("games.full.first" if player == 0 else "games.full.second")
+        return pack.render(
+            f"games.full.{self.family}.role", player=player + 1, order=order, **self.seat_values(player)
+        )
+
+    def seat_values(self, player: int) -> dict[str, Any]:
+        return {}
 
     def view(self, player: int) -> str:
         """The state as `player` may see it (full style, without legal actions)."""
         raise NotImplementedError
 
-    def compact_view(self, player: int) -> str:
+    def compact_view(self, player: int, pack: PromptPack) -> str:
+        """The compact style's one user message: the pack's games.compact.FAMILY, filled in."""
         raise NotImplementedError
 
     def _before_apply(self, player: int, action: int, name: str) -> None:

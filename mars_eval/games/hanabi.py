@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from mars_eval.games.core import Episode, Game
+from mars_eval.prompts import PromptPack
 
 COLOR_NAMES = {"R": "red", "Y": "yellow", "G": "green", "W": "white", "B": "blue"}
 _PYSPIEL_MOVE = re.compile(r"\((Play|Discard) (\d+)\)|\(Reveal player \+1 (color|rank) (\w)\)")
@@ -82,6 +84,7 @@ class HanabiEpisode(Episode):
     """Action names: "Play card N", "Discard card N", "Hint color C to partner", "Hint rank R to partner"."""
 
     display_name = "Hanabi"
+    family = "hanabi"
 
     def __init__(self, game: Game, seed: int):
         self._events: list[dict] = []  # public outcome of each history entry
@@ -135,34 +138,18 @@ class HanabiEpisode(Episode):
     def seat_name(self, player: int) -> str:
         return "Partner"
 
-    def rules(self) -> str:
+    def rule_values(self, pack: PromptPack) -> dict[str, Any]:
         p = self.game.params
-        colors = ", ".join(f"{c} ({COLOR_NAMES[c]})" for c in self.colors)
-        middle = ", two of each rank in between" if p["ranks"] > 2 else ""
-        return (
-            f"You are playing Hanabi, a cooperative card game, with one partner. The deck has {p['colors']} "
-            f"colors: {colors}, with ranks 1 to {p['ranks']} in each color (three copies of each 1, one copy "
-            f"of the top rank {p['ranks']}{middle}). Each player holds {p['hand_size']} "
-            "cards facing away: you see your partner's cards but never your own. Together you build "
-            "one firework per color by playing its cards in order 1, 2, ... The team score is the total "
-            f"number of cards played correctly (maximum {self.max_score}); you and your partner share it.\n"
-            "On your turn do exactly one of:\n"
-            '- "Play card N": play your card N. If it is the next rank of its color it is added to the '
-            "firework; otherwise it is discarded and the team loses one life token.\n"
-            '- "Discard card N": discard your card N and regain one hint token (not allowed when hint tokens '
-            "are full).\n"
-            '- "Hint color C to partner" / "Hint rank R to partner": tell your partner which of their cards '
-            "have that color or rank (costs one hint token; the hint must match at least one card).\n"
-            f"The team starts with {p['max_information_tokens']} hint tokens and {p['max_life_tokens']} life "
-            "tokens. Losing the last life ends the game with a score of 0. The game also ends when every "
-            "firework is complete or one round after the deck runs out. Cards are numbered 1 to "
-            f"{p['hand_size']} from the left; after a card is played or discarded the cards to its right "
-            "shift left and the new card is added at the right end."
-        )
-
-    def role(self, player: int) -> str:
-        order = "first" if player == 0 else "second"
-        return f"You are player {player + 1} of 2 (you move {order}); your partner is the other player."
+        return {
+            "colors": p["colors"],
+            "color_list": ", ".join(f"{c} ({COLOR_NAMES[c]})" for c in self.colors),
+            "ranks": p["ranks"],
+            "middle": pack.render("games.full.hanabi.middle") if p["ranks"] > 2 else "",
+            "hand_size": p["hand_size"],
+            "max_score": self.max_score,
+            "max_information_tokens": p["max_information_tokens"],
+            "max_life_tokens": p["max_life_tokens"],
+        }
 
     def _scoreline(self, v: HanabiView) -> str:
         fw = ", ".join(f"{c}={v.fireworks[c]}" for c in self.colors)
@@ -193,15 +180,20 @@ class HanabiEpisode(Episode):
             ]
         )
 
-    def compact_view(self, player: int) -> str:
+    def compact_view(self, player: int, pack: PromptPack) -> str:
         v = parse_observation(self.state.observation_string(player))
         fw = " ".join(f"{c}{v.fireworks[c]}" for c in self.colors)
         own = " ".join(cv.hinted.replace("X", "?") for cv in v.own)
         partner = " ".join(cv.card for cv in v.partner)
         last = self.last_move_text(player)
-        return (
-            f"Hanabi (coop). Fireworks: {fw}. Lives {v.lives}, hints {v.info_tokens}, deck {v.deck}.\n"
-            f"Your cards (hinted): {own}. Partner's cards: {partner}.\n"
-            + (f"{last}\n" if last else "")
-            + f"Options: {', '.join(self.legal_actions())}. Reply <answer>option</answer>."
+        return pack.render(
+            "games.compact.hanabi",
+            fireworks=fw,
+            lives=v.lives,
+            hints=v.info_tokens,
+            deck=v.deck,
+            own=own,
+            partner=partner,
+            last_move=f"{last}\n" if last else "",
+            options=", ".join(self.legal_actions()),
         )

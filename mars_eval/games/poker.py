@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from mars_eval.games.core import Episode, Game, paragraph
+from mars_eval.games.core import Episode, Game
+from mars_eval.prompts import PromptPack
 
 KUHN_CARDS = ("J", "Q", "K")
 LEDUC_RANKS = ("J", "Q", "K")  # pyspiel Leduc card c has rank c // 2 (two suits per rank)
@@ -26,15 +27,12 @@ class _PokerEpisode(Episode):
     def _who(self, who: int, viewer: int) -> str:
         return "You" if who == viewer else "Opponent"
 
-    def role(self, player: int) -> str:
-        order = "first" if player == 0 else "second"
-        return f"You are player {player + 1} (you act {order} in each betting round)."
-
 
 class KuhnEpisode(_PokerEpisode):
     """pyspiel actions: 0 = pass (Check, or Fold facing a bet), 1 = bet (Bet, or Call facing one)."""
 
     display_name = "Kuhn Poker"
+    family = "kuhn_poker"
 
     def _facing_bet(self, player: int) -> bool:
         return "b" in self.state.information_state_string(player)[1:]
@@ -43,15 +41,6 @@ class KuhnEpisode(_PokerEpisode):
         if self._facing_bet(player):
             return ("Fold", "Call")[action]
         return ("Check", "Bet")[action]
-
-    def rules(self) -> str:
-        return (
-            "You are playing Kuhn poker, one hand. The deck has three cards: J < Q < K. Each player antes 1 "
-            "chip and is dealt one private card; the third card is not used. Player 1 acts first. With no "
-            "bet to face you may Check or Bet (put 1 more chip in). Facing a bet you may Fold (lose what you "
-            "put in) or Call (match the bet). If both check, or a bet is called, the higher card wins the "
-            "pot. Your payoff is the chips you win or lose: +-1 without a called bet, +-2 with one."
-        )
 
     def _contributions(self) -> list[int]:
         put = [1, 1]
@@ -70,12 +59,12 @@ class KuhnEpisode(_PokerEpisode):
             f"Betting so far: {', '.join(moves) if moves else 'none'}."
         )
 
-    def compact_view(self, player: int) -> str:
+    def compact_view(self, player: int, pack: PromptPack) -> str:
         card = KUHN_CARDS[int(self.state.information_state_string(player)[0])]
         moves = " ".join(f"{'me' if w == player else 'opp'}:{n}" for w, n in self.history) or "none"
-        return (
-            f"Kuhn poker (J<Q<K). You are player {player + 1}. Your card: {card}. Bets: {moves}.\n"
-            f"Options: {', '.join(self.legal_actions())}. Reply <answer>option</answer>."
+        options = ", ".join(self.legal_actions())
+        return pack.render(
+            "games.compact.kuhn_poker", player=player + 1, card=card, moves=moves, options=options
         )
 
 
@@ -83,6 +72,7 @@ class LeducEpisode(_PokerEpisode):
     """pyspiel actions: 0 = Fold, 1 = Call (Check with no bet), 2 = Raise (Bet with no bet)."""
 
     display_name = "Leduc Hold'em"
+    family = "leduc_poker"
 
     def __init__(self, game: Game, seed: int):
         self._rounds: list[int] = []  # betting round of each history entry
@@ -99,18 +89,6 @@ class LeducEpisode(_PokerEpisode):
 
     def _before_apply(self, player: int, action: int, name: str) -> None:
         self._rounds.append(int(self._info(player)["Round"]))
-
-    def rules(self) -> str:
-        return paragraph(
-            """You are playing Leduc hold'em, one hand. The deck has six cards: two Jacks, two Queens
-            and two Kings (J < Q < K). Each player antes 1 chip and is dealt one private card. There
-            are two betting rounds; player 1 acts first in each. With no bet to face you may Check or
-            Bet; facing a bet you may Fold, Call or Raise. Bets and raises are 2 chips in round 1 and
-            4 chips in round 2, with at most two bets/raises per round. After round 1 one public card
-            is revealed. At showdown a player whose private card matches the public card (a pair)
-            wins; otherwise the higher card wins; equal ranks split the pot. Folding loses everything
-            you put in. Your payoff is the chips you win or lose (between -13 and +13)."""
-        )
 
     def view(self, player: int) -> str:
         info = self._info(player)
@@ -134,14 +112,18 @@ class LeducEpisode(_PokerEpisode):
                 lines.append(f"Round {rnd} betting: {', '.join(moves) if moves else 'none yet'}.")
         return "\n".join(lines)
 
-    def compact_view(self, player: int) -> str:
+    def compact_view(self, player: int, pack: PromptPack) -> str:
         info = self._info(player)
         card = LEDUC_RANKS[int(info["Private"]) // 2]
         public = info.get("Public")
         pub = LEDUC_RANKS[int(public) // 2] if public else "-"
         moves = " ".join(f"{'me' if w == player else 'opp'}:{n}" for w, n in self.history) or "none"
-        return (
-            f"Leduc poker (J<Q<K, pair wins). You are player {player + 1}. Card: {card}. Public: {pub}. "
-            f"Pot: {info['Pot']}. Bets: {moves}.\nOptions: {', '.join(self.legal_actions())}. "
-            "Reply <answer>option</answer>."
+        return pack.render(
+            "games.compact.leduc_poker",
+            player=player + 1,
+            card=card,
+            public=pub,
+            pot=info["Pot"],
+            moves=moves,
+            options=", ".join(self.legal_actions()),
         )

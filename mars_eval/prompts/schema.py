@@ -82,6 +82,20 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "tasks.gpqa.prompt": frozenset({"body", "format"}),
     "tasks.gpqa.bare_option": frozenset({"letter", "option"}),
     "tasks.gpqa.bare": frozenset({"question", "options"}),
+    # --task custom (mars_eval.tasks.custom): exact and choice answers (math uses tasks.math)
+    "tasks.custom.exact_format": frozenset(),
+    "tasks.custom.exact": frozenset({"question", "format"}),
+    "tasks.custom.exact_bare": frozenset({"question"}),
+    "tasks.custom.choice_format": frozenset({"letters"}),
+    "tasks.custom.choice_option": frozenset({"letter", "option"}),
+    "tasks.custom.choice_body": frozenset({"question", "options"}),
+    "tasks.custom.choice": frozenset({"body", "format"}),
+    # the games' "full" style (mars_eval.games.core): answer format, the turn's closing lines
+    "games.full.answer_format": frozenset(),
+    "games.full.act": frozenset({"legal"}),
+    "games.full.first": frozenset(),
+    "games.full.second": frozenset(),
+    "games.full.hanabi.middle": frozenset(),
     # the games' reference-style chat (mars_eval.games.reference_env)
     "games.turn.own": frozenset({"n"}),
     "games.turn.other_full": frozenset({"n"}),
@@ -106,6 +120,42 @@ for _family in GAME_FAMILIES:
             f"games.{_family}.user": frozenset({"rules", "information", "instructions"}),
         }
     )
+
+# the games' "full" style: rules and seat of each game; "compact": the one short user message
+_BOARD_COMPACT = frozenset({"mark", "board"})
+_ROLE = frozenset({"player", "order"})
+PLACEHOLDERS.update(
+    {
+        "games.full.tic_tac_toe.rules": frozenset(),
+        "games.full.connect_four.rules": frozenset(),
+        "games.full.kuhn_poker.rules": frozenset(),
+        "games.full.leduc_poker.rules": frozenset(),
+        "games.full.hanabi.rules": frozenset(
+            {
+                "colors",
+                "color_list",
+                "ranks",
+                "middle",
+                "hand_size",
+                "max_score",
+                "max_information_tokens",
+                "max_life_tokens",
+            }
+        ),
+        "games.full.tic_tac_toe.role": _ROLE | {"mark"},
+        "games.full.connect_four.role": _ROLE | {"mark"},
+        "games.full.kuhn_poker.role": _ROLE,
+        "games.full.leduc_poker.role": _ROLE,
+        "games.full.hanabi.role": _ROLE,
+        "games.compact.tic_tac_toe": _BOARD_COMPACT,
+        "games.compact.connect_four": _BOARD_COMPACT,
+        "games.compact.kuhn_poker": frozenset({"player", "card", "moves", "options"}),
+        "games.compact.leduc_poker": frozenset({"player", "card", "public", "pot", "moves", "options"}),
+        "games.compact.hanabi": frozenset(
+            {"fireworks", "lives", "hints", "deck", "own", "partner", "last_move", "options"}
+        ),
+    }
+)
 
 # key -> placeholders it must use (the rest of PLACEHOLDERS is optional)
 REQUIRED: dict[str, frozenset[str]] = {
@@ -137,6 +187,17 @@ REQUIRED: dict[str, frozenset[str]] = {
     "tasks.gpqa.prompt": frozenset({"body"}),
     "tasks.gpqa.bare_option": frozenset({"letter", "option"}),
     "tasks.gpqa.bare": frozenset({"question", "options"}),
+    "tasks.custom.exact": frozenset({"question"}),
+    "tasks.custom.exact_bare": frozenset({"question"}),
+    "tasks.custom.choice_option": frozenset({"letter", "option"}),
+    "tasks.custom.choice_body": frozenset({"question", "options"}),
+    "tasks.custom.choice": frozenset({"body"}),
+    "games.full.act": frozenset({"legal"}),
+    "games.compact.tic_tac_toe": _BOARD_COMPACT,
+    "games.compact.connect_four": _BOARD_COMPACT,
+    "games.compact.kuhn_poker": frozenset({"card", "options"}),
+    "games.compact.leduc_poker": frozenset({"card", "public", "options"}),
+    "games.compact.hanabi": frozenset({"fireworks", "own", "partner", "options"}),
     "games.turn.state": frozenset({"state", "legal"}),
     "games.turn.chosen": frozenset({"action"}),
     **{f"games.{f}.user": frozenset({"rules", "information", "instructions"}) for f in GAME_FAMILIES},

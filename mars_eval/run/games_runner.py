@@ -82,7 +82,7 @@ class GamesConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     params: SamplingParams | None = None  # None for built-in agents
     prompt_style: str = "reference"
-    prompts: str | None = None  # the prompt pack of the reference style: a name or a file (None: ours)
+    prompts: str | None = None  # the prompt pack (every style's prose): a name or a file (None: ours)
     fresh: bool = False
     request_timeout: float | None = None  # seconds per attempt (connect to last byte)
     max_attempts: int | None = None  # per call, over 429/5xx/timeouts/dropped connections
@@ -98,12 +98,8 @@ class GamesConfig:
             "agent": self.agent,
             "model": model_name,
             "prompt_style": self.prompt_style if self.agent is None else None,
-            # the pack only writes the reference style's text
-            **(
-                {"prompts": self.pack().identity()}
-                if self.agent is None and self.prompt_style == "reference"
-                else {}
-            ),
+            # every style's prose comes from the pack (built-in agents send no text)
+            **({"prompts": self.pack().identity()} if self.agent is None else {}),
             "params": params,
             "seed": self.seed,
         }
