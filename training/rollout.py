@@ -185,7 +185,9 @@ class RolloutWorker:
             return ep.messages(seat, "reference", live.replies[seat], self.pack)
         chat = live.chats.get(seat)
         if chat is None:
-            chat = live.chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full", self.pack)}]
+            chat = live.chats[seat] = [
+                {"role": "system", "content": ep.system_prompt(seat, "full", self.pack)}
+            ]
         chat.append({"role": "user", "content": ep.observation(seat, "full", self.pack)})
         return chat
 

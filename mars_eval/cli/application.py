@@ -213,7 +213,7 @@ def games(
     prompts: Annotated[
         str | None,
         typer.Option(
-            help="Prompt pack of the game prompts (every style): a name (mars-eval prompts list) or a YAML file",
+            help="Prompt pack of the game text: a name (mars-eval prompts list) or a YAML file",
             show_default=CKPT + "ours",
         ),
     ] = None,
