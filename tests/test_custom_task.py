@@ -11,6 +11,8 @@ import csv
 import json
 from pathlib import Path
 
+import yaml
+
 from tests.support.cli import run_cli
 from tests.support.scripted_policy import AnswerPolicy, ChoicePolicy, Script
 
@@ -112,3 +114,39 @@ def test_custom_task_bad_input_is_one_line(tmp_path):
         res = run_cli([*args, "--base-url", url, "--output", str(tmp_path / "runs")])
         assert res.returncode == 2, res.describe()
         assert message in res.stderr and res.stderr.count("\n") == 1, res.describe()
+
+
+def test_custom_task_takes_its_prompts_from_the_pack_and_task_prompt(tmp_path, scripted_server):
+    shown = run_cli(["prompts", "show", "ours"])
+    assert shown.returncode == 0, shown.describe()
+    pack = yaml.safe_load(shown.stdout)
+    pack["templates"]["tasks"]["custom"]["exact"] = "EXACT-EDIT {question}\n{format}"
+    pack["templates"]["tasks"]["custom"]["choice_body"] = "CHOICE-EDIT {question}\n\n{options}"
+    pack_file = tmp_path / "edited.yaml"
+    pack_file.write_text(yaml.safe_dump(pack))
+
+    exact = tmp_path / "exact.jsonl"
+    exact.write_text(json.dumps({"problem": "[Q00] Capital of France?", "answer": "Paris"}) + "\n")
+    srv = scripted_server(AnswerPolicy([Script("[Q00]", "Paris")]))
+    res = run_cli(
+        _mas(srv.base_url, tmp_path / "runs", exact, "--answer-type", "exact", "--prompts", str(pack_file))
+    )
+    assert res.returncode == 0 and res.summary["accuracy"] == 1.0, res.describe()
+    assert srv.app.log[-1].prompt.startswith("EXACT-EDIT [Q00] Capital of France?\n")
+    assert "\\boxed{}" in srv.app.log[-1].prompt  # the format stays ours
+
+    choices = tmp_path / "choices.jsonl"
+    row = {"question": "[Q01] Pick the prime.", "options": ["4", "7", "9"], "answer": "7"}
+    choices.write_text(json.dumps(row) + "\n")
+    srv2 = scripted_server(ChoicePolicy({"[Q01]": "7"}))
+    extra = ["--answer-type", "choice", "--choices-field", "options", "--prompts", str(pack_file)]
+    edited = run_cli(_mas(srv2.base_url, tmp_path / "runs", choices, *extra))
+    assert edited.returncode == 0 and edited.summary["accuracy"] == 1.0, edited.describe()
+    assert srv2.app.log[-1].prompt.startswith("CHOICE-EDIT [Q01] Pick the prime.\n\nA) 4\nB) 7\nC) 9\n\n")
+    assert "one of A, B or C" in srv2.app.log[-1].prompt
+    bare = run_cli(_mas(srv2.base_url, tmp_path / "runs", choices, *extra, "--task-prompt", "bare"))
+    assert bare.returncode == 0 and bare.summary["accuracy"] == 1.0, bare.describe()
+    assert (
+        srv2.app.log[-1].prompt == "CHOICE-EDIT [Q01] Pick the prime.\n\nA) 4\nB) 7\nC) 9"
+    )  # no format line
+    assert bare.summary["run_dir"] != edited.summary["run_dir"]

@@ -4,6 +4,7 @@ refusal of bad packs, and the importers on small fake checkouts whose text is wr
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import textwrap
@@ -40,6 +41,15 @@ def test_ours_holds_every_template_and_loads_back_from_its_yaml():
         (lambda t: t["tasks"]["math"].update(prompt="{question"), "tasks.math.prompt"),
         (lambda t: t["games"]["hanabi"].update(colors="Red"), "games.hanabi.colors must be a list"),
         (lambda t: t["mas"].update(extra={"x": "y"}), "unknown template mas.extra.x"),
+        (
+            lambda t: t["games"]["full"]["kuhn_poker"].pop("rules"),
+            "template games.full.kuhn_poker.rules is missing",
+        ),
+        (
+            lambda t: t["games"]["compact"].update(kuhn_poker="{card} {options} {mark}"),
+            "unknown placeholder {mark}",
+        ),
+        (lambda t: t["tasks"]["custom"].update(exact="{format}"), "must use placeholder {question}"),
     ],
 )
 def test_a_bad_pack_is_refused_with_one_line(change, message):
@@ -88,6 +98,44 @@ def test_round_trip_show_edit_and_run_with_the_file(tmp_path, scripted_server):
     assert "unknown placeholder {topic}" in bad.stderr and not (tmp_path / "none").exists()
     games = run_cli(["games", "--agent", "random", "--episodes", "1", "--prompts", "no-such-pack"])
     assert games.returncode == 2 and "no prompt pack 'no-such-pack'" in games.stderr
+
+
+def _legal_move(req: ScriptedRequest) -> Reply:
+    """The first legal action listed ("Legal actions: ..." in full, "Options: ..." in compact)."""
+    found = re.findall(r"^(?:Legal actions|Options): ([^.\n]*)", req.messages[-1]["content"], re.MULTILINE)
+    return Reply(f"<answer>{found[-1].split(', ')[0]}</answer>" if found else "no idea")
+
+
+@pytest.mark.parametrize("style", ["full", "compact"])
+def test_games_full_and_compact_prose_comes_from_the_pack(tmp_path, scripted_server, style):
+    shown = run_cli(["prompts", "show", "ours"])
+    assert shown.returncode == 0, shown.describe()
+    data = yaml.safe_load(shown.stdout)
+    games = data["templates"]["games"]
+    games["full"]["kuhn_poker"]["rules"] = "RULES-EDIT " + games["full"]["kuhn_poker"]["rules"]
+    games["compact"]["kuhn_poker"] = "COMPACT-EDIT " + games["compact"]["kuhn_poker"]
+    pack_file = tmp_path / "games.yaml"
+    pack_file.write_text(yaml.safe_dump(data))
+
+    srv = scripted_server(_legal_move, model=MODEL)
+    args = ["games", "--model", MODEL, "--base-url", srv.base_url, "--games", "kuhn_poker", "--episodes", "1"]
+    args += ["--prompt-style", style, "--opponents", "random", "--output", str(tmp_path / "runs"), "--json"]
+    plain = run_cli(args)
+    assert plain.returncode == 0, plain.describe()
+    ours_prompts = [e.prompt for e in srv.app.entries()]
+    assert ours_prompts and not any("EDIT" in p for p in ours_prompts)
+    assert all(
+        p.startswith("You are playing Kuhn poker" if style == "full" else "Kuhn poker (J<Q<K)")
+        for p in ours_prompts
+    )
+    srv.app.reset()
+    edited = run_cli([*args, "--prompts", str(pack_file)])
+    assert edited.returncode == 0, edited.describe()
+    sent = [e.prompt for e in srv.app.entries()]
+    edit = "RULES-EDIT You are playing Kuhn poker" if style == "full" else "COMPACT-EDIT Kuhn poker (J<Q<K)"
+    assert sent and all(p.startswith(edit) for p in sent)
+    assert all(r["invalid_rate"] == 0.0 for r in edited.summary["results"])  # the state still renders
+    assert edited.summary["run_dir"] != plain.summary["run_dir"]  # the pack is part of the identity
 
 
 # --- importers on fake checkouts (text written for these tests) -------------------------------

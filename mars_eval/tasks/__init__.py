@@ -40,10 +40,11 @@ def make_task(
 
     key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
     given = {k: v for k, v in options.items() if v is not None}
+    tp = TaskPrompts(prompts, task_prompt) if prompts is not None else TaskPrompts(style=task_prompt)
     if key == "custom":
         from mars_eval.tasks.custom import CustomTask
 
-        return CustomTask(**given)
+        return CustomTask(**given, prompts=tp)
     if given:
         flag = "--" + next(iter(given)).replace("_", "-")
         raise ConfigError(f"{flag} is used by --task custom only")
@@ -52,7 +53,6 @@ def make_task(
         raise ConfigError(
             f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})"
         )
-    tp = TaskPrompts(prompts, task_prompt) if prompts is not None else TaskPrompts(style=task_prompt)
     if key == "aime24":
         from mars_eval.tasks.math_tasks import aime24_task
 

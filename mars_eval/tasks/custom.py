@@ -7,6 +7,10 @@ The file is read as `--data-files` always is (JSON, JSONL, CSV, Parquet). Fields
 (default `question`, else `problem`), the gold answer (`answer`), the problem id (`id`; a row
 without one gets a hash of its question), and for multiple choice the options (no default).
 
+Prompts come from the prompt pack (`--prompts`: tasks.math for math, tasks.custom for exact and
+choice) in the `--task-prompt` style: `ours` adds the answer format, `bare` sends the question (with
+its lettered options for choice) alone.
+
 Answer types, each the same prompt, extraction and scoring as a built-in task:
 - math (default): the math tasks' prompt and `\\boxed{}` answer, scored by math-verify;
 - choice: options shown as lettered lines and a final "Answer: X" line, as GPQA; the gold may
@@ -33,16 +37,7 @@ from mars_eval.tasks.prompting import TaskPrompts
 
 ANSWER_TYPES = ("math", "choice", "exact")
 ALL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-EXACT_ANSWER_FORMAT = "Think step by step, and put your final answer within \\boxed{}."
 FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
-
-
-def choice_format(letters: str) -> str:
-    listed = ", ".join(letters[:-1]) + f" or {letters[-1]}" if len(letters) > 1 else letters
-    return (
-        'Think step by step, then end your response with a final line of the form "Answer: X", '
-        f"where X is one of {listed}."
-    )
 
 
 def _options(value: Any) -> list[str] | None:
@@ -80,7 +75,9 @@ class CustomTask:
         choices_field: str | None = None,
         answer_type: str | None = None,
         scorer: MathScorer | None = None,
+        prompts: TaskPrompts | None = None,
     ) -> None:
+        self.prompts = prompts or TaskPrompts()
         self.answer_type = answer_type or "math"
         if self.answer_type not in ANSWER_TYPES:
             allowed = ", ".join(ANSWER_TYPES)
@@ -103,9 +100,16 @@ class CustomTask:
 
     @property
     def answer_format(self) -> str:
-        if self.answer_type == "choice":
-            return choice_format(self.letters)
-        return TaskPrompts().math_format() if self.answer_type == "math" else EXACT_ANSWER_FORMAT
+        """The format instruction a prompt ends with ("" under `--task-prompt bare`)."""
+        if self.answer_type == "math":
+            return self.prompts.math_format()
+        if self.prompts.bare:
+            return ""
+        if self.answer_type == "exact":
+            return self.prompts.pack.render("tasks.custom.exact_format")
+        letters = self.letters
+        listed = ", ".join(letters[:-1]) + f" or {letters[-1]}" if len(letters) > 1 else letters
+        return self.prompts.pack.render("tasks.custom.choice_format", letters=listed)
 
     @property
     def choices(self) -> str | None:
@@ -131,8 +135,11 @@ class CustomTask:
         if self.answer_type == "choice":
             most = max(len(p.meta["options"]) for p in problems)
             self.letters = ALL_LETTERS[:most]
-            for p in problems:  # every prompt ends with the same instruction (all letters in use)
-                p.prompt = f"{p.question}\n\n{self.answer_format}"
+            if not self.prompts.bare:  # every prompt ends with the same instruction (all letters in use)
+                for p in problems:
+                    p.prompt = self.prompts.pack.render(
+                        "tasks.custom.choice", body=p.question, format=self.answer_format
+                    )
         return problems
 
     def _problem(self, row: dict[str, Any], question_field: str, number: int, where: str) -> Problem:
@@ -142,9 +149,19 @@ class CustomTask:
         pid = pid or text_id("custom", question)
         gold = str(row[self.answer_field]).strip()
         if self.answer_type == "math":
-            return Problem(pid, TaskPrompts().math(question), gold, question)
+            return Problem(pid, self.prompts.math(question), gold, question)
         if self.answer_type == "exact":
-            return Problem(pid, f"{question}\n{EXACT_ANSWER_FORMAT}", gold, question)
+            if self.prompts.bare:
+                return Problem(
+                    pid,
+                    self.prompts.pack.render("tasks.custom.exact_bare", question=question),
+                    gold,
+                    question,
+                )
+            prompt = self.prompts.pack.render(
+                "tasks.custom.exact", question=question, format=self.answer_format
+            )
+            return Problem(pid, prompt, gold, question)
         options = _options(row.get(self.choices_field))
         if not options or len(options) < 2 or len(options) > len(ALL_LETTERS):
             raise ConfigError(
@@ -160,7 +177,12 @@ class CustomTask:
                 f"--data-files {where}: row {number} ({pid}): the answer {gold[:40]!r} is neither a "
                 f"letter {letters[0]}-{letters[-1]} nor one of the options"
             )
-        body = question + "\n\n" + "\n".join(f"{letters[i]}) {o}" for i, o in enumerate(options))
+        pack = self.prompts.pack
+        lines = "\n".join(
+            pack.render("tasks.custom.choice_option", letter=letters[i], option=o)
+            for i, o in enumerate(options)
+        )
+        body = pack.render("tasks.custom.choice_body", question=question, options=lines)
         return Problem(pid, body, letter, body, meta={"options": options})
 
     @property
