@@ -80,7 +80,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--prompts",
         default=None,
-        help="prompt pack of the reference style: a name (mars-eval prompts list), a YAML file, or auto "
+        help="prompt pack of the game text: a name (mars-eval prompts list), a YAML file, or auto "
         "(the imported 'mars' pack, else 'ours'); same as prompts=...",
     )
     p.add_argument("--config", default=None, help="JSON or TOML file of settings")

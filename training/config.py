@@ -39,7 +39,7 @@ class TrainConfig:
     # "reference" (the reference environments' text and action strings, mars_eval.games.reference_env)
     # | "full" (our multi-turn chat) | "compact" (one short user message per turn)
     prompt_style: str = "reference"
-    # the prompt pack of the reference style (mars_eval.prompts): a name, a YAML file, or "auto"
+    # the prompt pack of the game text, any style (mars_eval.prompts): a name, a YAML file, or "auto"
     # (the imported `mars` pack, the reference environments' text, when there is one, else `ours`)
     prompts: str = "ours"
     enable_thinking: bool = True  # passed to the chat template (Qwen3: reason in <think> first)

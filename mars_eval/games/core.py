@@ -16,7 +16,9 @@ Prompt styles: "reference" (the reference environments' chat, reference_env.py, 
 the prompt pack: `ours`, or `mars` for the text released MARS checkpoints were trained on; the
 default for full-size models), "full" (our multi-turn
 chat: rules, seat and format in a system message, then one observation per turn) and "compact"
-(one short user message per turn, for tiny checkpoints).
+(one short user message per turn, for tiny checkpoints). The full and compact styles' prose
+(rules, seat line, answer format, the compact message) is the pack's games.full.* and
+games.compact.* templates; the state rendering and action names are code.
 """
 
 from __future__ import annotations
