@@ -19,7 +19,8 @@ seat; the opponents of the paper (see opponents.DEFAULT_OPPONENTS); up to 4096 n
 per move (the reference's limit: longer replies lose).
 
 The run folder is <output>/games-<agent or model slug>-<hash>; the hash covers what decides
-results (agent or model, prompt style, sampling, seed), not the game list, opponents or the
+results (agent, or model and engine as in `mas`: a checkpoint by resolved path and fingerprint,
+a served model by the endpoint's id; prompt style, sampling, seed), not the game list, opponents or the
 episode count, so a later, larger or different selection reuses the finished episodes. Its
 summary.json merges selections: `results` holds the latest row of every (game, opponent, seat)
 ever run in the folder, `selection` names the rows of the latest command (the ones it prints).
@@ -34,6 +35,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +51,10 @@ from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelClient, SamplingParams
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.run.failures import error_kinds, exit_code, sample_error, stops_run, worst
+from mars_eval.run.identity import engine_kind, model_identity, read_config
 from mars_eval.run.intervals import episode_intervals, format_interval
 from mars_eval.run.progress import progress_bar
-from mars_eval.run.store import CachedClient, RunStore, slug
+from mars_eval.run.store import LOCK_NAME, CachedClient, RunStore, config_hash, held_lock, slug
 from mars_eval.run.units import run_all
 from mars_eval.textsafe import plain, shown
 
@@ -90,13 +93,16 @@ class GamesConfig:
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)
 
-    def identity(self, model_name: str | None) -> dict[str, Any]:
-        """What decides results (the run folder's hash); see the module docstring."""
+    def identity(self, model: str | dict[str, Any] | None) -> dict[str, Any]:
+        """What decides results (the run folder's hash); see the module docstring. `model` is
+        `identity.model_identity` (engine, model, fingerprint), or a bare name for the key of
+        folders made before engines and fingerprints were part of it (`legacy_name`)."""
         params = self.params.to_dict() if self.params else None
+        model_part = model if isinstance(model, dict) else {"model": model}
         return {
             "command": "games",
             "agent": self.agent,
-            "model": model_name,
+            **model_part,
             "prompt_style": self.prompt_style if self.agent is None else None,
             # every style's prose comes from the pack (built-in agents send no text)
             **({"prompts": self.pack().identity()} if self.agent is None else {}),
@@ -353,16 +359,54 @@ async def run_games(
         if client is not None:
             await client.check()
         model_name = (cfg.model or client.model) if client is not None else None
-        name = f"games-{slug(cfg.agent or model_name or 'model')}"
-        store = RunStore.for_run(cfg.output, name, cfg.identity(model_name), cfg.fresh)
+        store = open_games_run(cfg, client, model_name, console)
         try:
-            cached = CachedClient(client, store) if client is not None else None
+            cached = CachedClient(client, store, key_model=store.config.get("call_model")) if client else None
             return await _run(cfg, store, cached, console, progress, model_name)
         finally:
             store.close()
     finally:
         if client is not None:
             await client.aclose()
+
+
+def open_games_run(
+    cfg: GamesConfig, client: ModelClient | None, model_name: str | None, console: Console
+) -> RunStore:
+    """The run store: <output>/games-<agent or model slug>-<identity hash>. A model is named as
+    in `mas` (identity.model_identity): a checkpoint by its resolved path and fingerprint, a
+    served model by the endpoint's id, and the engine (http / in-process) is part of the run.
+    A folder of an earlier version (model as given, no engine) resumes under the new name when
+    the engine is clear from the name: over HTTP a name that is no local folder, in-process one
+    that is; otherwise one line says it is not resumed."""
+    if client is None:  # a built-in agent: the identity is unchanged, old folders resume as they are
+        name = f"games-{slug(cfg.agent or 'agent')}"
+        return RunStore.for_run(cfg.output, name, cfg.identity(None), cfg.fresh)
+    assert model_name is not None
+    engine = engine_kind(client)
+    model_id = model_identity(model_name, engine)
+    identity = cfg.identity(model_id)
+    path = Path(cfg.output) / f"games-{slug(model_id['model'])}-{config_hash(identity)}"
+    config = {**identity, "call_model": model_id["model"]}
+    if path.exists():
+        config["call_model"] = read_config(path).get("call_model", model_id["model"])
+    elif not cfg.fresh:
+        legacy = Path(cfg.output) / f"games-{slug(model_name)}-{config_hash(cfg.identity(model_name))}"
+        if legacy.is_dir():
+            local = Path(model_name).expanduser().is_dir()
+            say = partial(console.print, markup=False, highlight=False, soft_wrap=True)
+            if (engine == "http") != local:
+                with held_lock(legacy / LOCK_NAME, f"run folder {legacy}"):
+                    legacy.rename(path)
+                config["call_model"] = client.model  # its stored calls were keyed by the client's name
+                say(f"resuming {plain(legacy.name)} (made by an earlier version) as {plain(path.name)}")
+            else:
+                say(
+                    f"{plain(legacy.name)} (made by an earlier version) may hold the other engine's "
+                    f"episodes (the name {plain(model_name)} is both a local folder and a served model): "
+                    f"not resumed; starting {plain(path.name)}"
+                )
+    return RunStore(path, config, fresh=cfg.fresh)
 
 
 async def _run(
