@@ -1,11 +1,11 @@
 """Loading benchmark rows from the Hugging Face hub or a local file, failing in one clear line.
 
 Local copies (`--data-files PATH`): `.json`/`.jsonl` (JSON lines or a JSON list), `.csv`,
-`.parquet`; the file must have the hub dataset's columns. They are read with pyarrow, the engine
-`datasets.load_dataset("json"|"parquet", data_files=PATH)` runs underneath (same column
-unification and types: a key missing from a row is None), and CSV with the standard library as
-text cells (what `datasets` gives with string features and no NA parsing): importing `datasets`
-costs about a second, which a run would otherwise spend before its first request.
+`.parquet`; the file must have the hub dataset's columns. JSON and CSV are read with the standard
+library (JSON: columns unified as `datasets` does, a key missing from a row is None; CSV: every cell
+as text, what `datasets` gives with string features and no NA parsing), Parquet with pyarrow (the
+engine under `datasets`): importing `datasets` (and pandas) costs about a second, which a run would
+otherwise spend before its first request.
 
 Hub: `datasets.load_dataset(repo, config, split=..., revision=...)`. Without a network,
 `datasets` retries for about 25 s before giving up, so a quick reachability probe runs first;
@@ -129,21 +129,20 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
 
 
 def _read_json_rows(path: Path) -> list[dict[str, Any]]:
-    """A JSON list of rows, one JSON object, or JSON lines; columns unified by pyarrow."""
-    import pyarrow as pa
-
+    """A JSON list of rows, one JSON object, or JSON lines. Columns are unified as `datasets`
+    does (every row gets every column, None where a row lacks it); values stay as written."""
     _check_json_text(path)
     text = path.read_text(encoding="utf-8")
     try:
         document = json.loads(text)
     except ValueError:
-        document = None
         rows = [json.loads(line) for line in text.splitlines() if line.strip()]
     else:
         rows = document if isinstance(document, list) else [document]
         if not all(isinstance(r, dict) for r in rows):
             raise ConfigError(f"--data-files {path}: a JSON list must hold objects (one per row)")
-    return pa.Table.from_pylist(rows).to_pylist()
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    return [{c: row.get(c) for c in columns} for row in rows]
 
 
 def _read_csv_rows(path: Path) -> list[dict[str, Any]]:
