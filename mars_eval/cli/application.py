@@ -110,7 +110,8 @@ def mas(
     from mars_eval.run.runner import run_eval
 
     opt.check_shared(given)
-    validate.check_model_and_output(base_url, model, output)
+    # --serve: vLLM loads (and may download) the model; it is a served name, not an in-process one
+    validate.check_model_and_output(base_url, None if serve else model, output)
     validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
     validate.check_choice("--autogen-client", autogen_client, ("auto", "openai", "adapter"))
     from mars_eval.mas import check_system_flags
