@@ -90,6 +90,9 @@ def test_mas_against_a_hostile_endpoint(tmp_path, system):
         model=HOSTILE_MODEL, base_urls=[srv.base_url], output=output, data_files=data.path, system=system
     )
     args += ["--concurrency", "2", "--max-attempts", "1"]
+    # The scripted replies answer every role in the task's format, never the moderator's JSON
+    # verdict: mad scores them under the lenient stop rule; vote needs its count (no mad run here).
+    args += {"mad": ["--mad-stop", "lenient"], "vote": ["--votes", "3"]}.get(system, [])
     try:
         # 1. Every call fails: errors (not wrong answers), exit 3.
         srv.app.failing = 500
