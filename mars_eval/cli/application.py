@@ -300,9 +300,9 @@ def serve(
             stop.wait()
 
 
-from mars_eval.cli import info_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402 (commands register on `app`)
+from mars_eval.cli import info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402
 
-for _module in (stats_cmds, suite_cmds, prompts_cmds, info_cmds):
+for _module in (stats_cmds, suite_cmds, prompts_cmds, models_cmds, info_cmds):  # each registers its commands
     _module.register(app)
 
 

@@ -160,6 +160,21 @@ def _presets() -> list[dict[str, Any]]:
     return rows
 
 
+def _models() -> list[dict[str, Any]]:
+    from mars_eval.models.pull import MODELS, is_pulled, model_folder
+
+    return [
+        {
+            "model": name,
+            "pulled": is_pulled(name),
+            "folder": str(model_folder(name)),
+            "source": spec.requirement,
+            "about": spec.about,
+        }
+        for name, spec in MODELS.items()
+    ]
+
+
 def catalogue() -> dict[str, Any]:
     """Everything `list` shows, as plain data (the --json output)."""
     return {
@@ -169,6 +184,7 @@ def catalogue() -> dict[str, Any]:
         "games": _games(),
         "opponents": OPPONENT_NOTES,
         "presets": _presets(),
+        "models": _models(),
     }
 
 
@@ -211,6 +227,10 @@ def print_catalogue(data: dict[str, Any], console: Console) -> None:
         engine = f"{p['engine']} on {p['device']}" if p["device"] else p["engine"]
         presets.add_row(p["preset"], p["model"], engine, ", ".join(p["games"]), str(p["steps"]))
     console.print(presets)
+    models = _Table("models (--model NAME; mars-eval models pull NAME)", ("model", "pulled", "source", "about"))
+    for m in data["models"]:
+        models.add_row(m["model"], m["folder"] if m["pulled"] else "no", m["source"], m["about"])
+    console.print(models)
 
 
 def list_command(
@@ -218,7 +238,7 @@ def list_command(
         bool, typer.Option("--json", help="Print the list as one JSON object", show_default="off")
     ] = False,
 ) -> None:
-    """List tasks (sizes, sources), systems (options), games, opponents and training presets."""
+    """List tasks (sizes, sources), systems (options), games, opponents, training presets and models."""
     data = catalogue()
     if json_out:
         print(json.dumps(data), flush=True)

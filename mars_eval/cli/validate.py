@@ -121,6 +121,9 @@ def check_model_folder(model: str | None) -> None:
     """
     if not model:
         return
+    from mars_eval.models.pull import resolve_model
+
+    model = resolve_model(model)  # a registry name: its pulled folder (unpulled: names the pull command)
     path = Path(model).expanduser()
     if not path.exists():
         if looks_like_path(model):

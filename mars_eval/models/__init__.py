@@ -67,7 +67,9 @@ def make_client(
         if max_attempts:
             kwargs["max_attempts"] = max_attempts
         return HTTPClient(model, base_urls, api_key=os.environ.get("OPENAI_API_KEY"), **kwargs)
-    model = model or default_model()
+    from mars_eval.models.pull import resolve_model
+
+    model = resolve_model(model) or default_model()  # a pulled name ("smollm2-135m-instruct"): its folder
     if engine == "vllm" or engine == "auto":
         from mars_eval.models.vllm_engine import VLLMEngine, vllm_available
 

