@@ -384,7 +384,9 @@ def build_config(
         cfg = _apply(cfg, overrides, "override")
     if steps is not None:
         cfg = replace(cfg, steps=steps)
-    return cfg
+    from mars_eval.models.pull import resolve_model  # model=smollm2-135m-instruct: its pulled folder
+
+    return replace(cfg, model=resolve_model(cfg.model))
 
 
 def resolve_prompts(spec: str) -> tuple[str, PromptPack, str]:

