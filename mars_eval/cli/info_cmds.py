@@ -60,16 +60,6 @@ SYSTEMS: dict[str, tuple[str, dict[str, str]]] = {
     ),
 }
 
-TASK_NOTES = {
-    "aime24": "AIME 2024, integer answers",
-    "aime25": "AIME 2025, integer answers",
-    "math500": "MATH-500, math-verify scoring",
-    "gpqa-diamond": "GPQA-Diamond, multiple choice A-D, options shuffled (gated on the hub)",
-    "gpqa-diamond-maslab": "GPQA-Diamond in MASLab's order (correct option always A)",
-    "arith": "synthetic arithmetic word problems, generated offline",
-    "custom": "your own file: --data-files F [--question-field Q --answer-field A --answer-type T]",
-}
-
 OPPONENT_NOTES = {
     "mcts<N>": "Monte Carlo tree search with N simulations (board games)",
     "cfr": "Kuhn poker CFR average policy",
@@ -88,30 +78,27 @@ def package_version() -> str:
 
 
 def _tasks() -> list[dict[str, Any]]:
+    """The task registry's declarations (`mars_eval.tasks.registry`), with each task's size."""
     from mars_eval.analysis.reference_figures import task_size
-    from mars_eval.tasks import TASK_ALIASES, TASK_NAMES, make_task
+    from mars_eval.tasks import make_task
+    from mars_eval.tasks.registry import entries
 
     rows = []
     by_source: dict[str, int] = {}  # a variant of a benchmark (another prompt) has its size
-    for name in TASK_NAMES:
-        task = make_task(name)
-        source = getattr(task, "source", None)
-        repo = getattr(source, "repo", "") or ("--data-files" if name == "custom" else "generated offline")
-        if getattr(source, "config", None):
-            repo += f" ({source.config})"
-        size = task_size(name) if name != "arith" else getattr(task, "n", None)
+    for entry in entries():
+        size = task_size(entry.name) if entry.name != "arith" else getattr(make_task("arith"), "n", None)
         if size is None:
-            size = by_source.get(repo)
+            size = by_source.get(entry.source)
         else:
-            by_source.setdefault(repo, size)
-        aliases = sorted(a for a, t in TASK_ALIASES.items() if t == name)
+            by_source.setdefault(entry.source, size)
         rows.append(
             {
-                "task": name,
-                "aliases": aliases,
+                "task": entry.name,
+                "aliases": sorted(entry.aliases),
                 "problems": size,
-                "source": repo,
-                "about": TASK_NOTES.get(name, ""),
+                "answer": entry.answer_type,
+                "source": entry.source,
+                "about": entry.help,
             }
         )
     return rows
@@ -201,9 +188,11 @@ class _Table(Table):
 
 
 def print_catalogue(data: dict[str, Any], console: Console) -> None:
-    tasks = _Table("tasks (mars-eval mas --task)", ("task", "aliases", "problems", "source", "about"))
+    columns = ("task", "aliases", "problems", "answer", "source", "about")
+    tasks = _Table("tasks (mars-eval mas --task)", columns)
     for t in data["tasks"]:
-        tasks.add_row(t["task"], ", ".join(t["aliases"]), str(t["problems"] or "?"), t["source"], t["about"])
+        size = str(t["problems"] or "?")
+        tasks.add_row(t["task"], ", ".join(t["aliases"]), size, t["answer"], t["source"], t["about"])
     console.print(tasks)
     systems = _Table("systems (mars-eval mas --system)", ("system", "options [default]", "about"))
     for s in data["systems"]:

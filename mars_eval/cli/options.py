@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mars_eval.mas import SYSTEM_NAMES
-from mars_eval.tasks import TASK_ALIASES, TASK_NAMES
+from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
 if TYPE_CHECKING:
     from mars_eval.run.runner import EvalConfig
@@ -22,10 +22,9 @@ if TYPE_CHECKING:
 
 def _task_list() -> str:
     """The tasks with their aliases, from the task registry (never a copy that can drift)."""
-    aliases: dict[str, list[str]] = {}
-    for alias, name in TASK_ALIASES.items():
-        aliases.setdefault(name, []).append(alias)
-    return ", ".join(f"{t} ({', '.join(aliases[t])})" if t in aliases else t for t in TASK_NAMES)
+    from mars_eval.tasks.registry import task_help
+
+    return task_help() + ", or a task file FILE.yaml (docs/tasks.md)"
 
 
 TASKS_HELP = _task_list()
@@ -264,7 +263,6 @@ ProblemIds = Annotated[
     str | None,
     typer.Option(help="Only these problems: comma-separated ids (before --limit)", show_default="all"),
 ]
-CUSTOM_TASK_FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
 
 
 def task_options(opts: Mapping[str, Any]) -> dict[str, Any] | None:

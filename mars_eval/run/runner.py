@@ -46,6 +46,7 @@ from mars_eval.run.store import LOCK_NAME, CachedClient, RunStore, held_lock
 from mars_eval.run.units import run_all
 from mars_eval.tasks import load_problems, make_task
 from mars_eval.tasks.base import Problem, Task
+from mars_eval.tasks.task_file import as_custom
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
@@ -89,6 +90,11 @@ class EvalConfig:
     match_system: str = "mad"  # vote: the system whose finished run sets the number of votes
     match_run: str | None = None  # vote: that run's folder, named outright
     vote_match: dict[str, Any] | None = None  # the run a vote run was matched to (run.matching)
+
+    def __post_init__(self) -> None:
+        # A task file (FILE.yaml) is the --task custom flags it stands for: the same run folder.
+        custom = as_custom(self.task, self.data_files, self.task_options)
+        self.task, self.data_files, self.task_options = custom
 
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)

@@ -1,10 +1,10 @@
 """Benchmark tasks. `make_task(name)` is the one way to build one.
 
-Names: aime24 (alias aime), aime25, math500, gpqa-diamond (alias gpqa; options shuffled per
-question and seed, the default), gpqa-diamond-maslab (alias gpqa-maslab; MASLab's unshuffled
-order, the correct option always A, to compare with figures made with MASLab), arith
-(synthetic, offline), custom (the user's own file, `tasks.custom`). Modules are imported
-lazily so that importing this package stays cheap (the math scorer's worker process imports it).
+Each built-in task is declared once, in its module, with `registry.register_task` (name,
+aliases, data source, answer type, one-line help); `mars-eval list` shows them. A name ending in
+.yaml or .yml is a task file (`task_file`): the file form of `--task custom`'s flags. The
+declaring modules are imported on the first lookup, so importing this package stays cheap (the
+math scorer's worker process imports it); TASK_NAMES and TASK_ALIASES are read from the registry.
 """
 
 from __future__ import annotations
@@ -17,63 +17,46 @@ from mars_eval.tasks.base import Problem, ScorerError, Task
 if TYPE_CHECKING:
     from mars_eval.prompts import PromptPack
 
-TASK_NAMES = ("aime24", "aime25", "math500", "gpqa-diamond", "gpqa-diamond-maslab", "arith", "custom")
-TASK_ALIASES = {
-    "aime": "aime24",
-    "gpqa": "gpqa-diamond",
-    "gpqa-maslab": "gpqa-diamond-maslab",
-    "aime2024": "aime24",
-    "aime2025": "aime25",
-}
-
 __all__ = ["TASK_ALIASES", "TASK_NAMES", "Problem", "ScorerError", "Task", "load_problems", "make_task"]
+
+
+def __getattr__(name: str) -> Any:
+    """TASK_NAMES (tuple) and TASK_ALIASES (alias -> name), from the registry when first read."""
+    if name == "TASK_NAMES":
+        from mars_eval.tasks.registry import task_names
+
+        return task_names()
+    if name == "TASK_ALIASES":
+        from mars_eval.tasks.registry import task_aliases
+
+        return task_aliases()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_task(
     name: str, prompts: PromptPack | None = None, task_prompt: str = "ours", **options: Any
 ) -> Task:
-    """Build a task by name or alias; unknown names raise ConfigError listing the valid ones.
-    `prompts`: the prompt pack whose task templates it uses (None: `ours`); `task_prompt`: "ours"
-    (the question and our answer format) or "bare" (the question as the references send it).
-    `options` are the custom task's (`tasks.custom`): given to another task, a ConfigError."""
+    """Build a task by name, alias or task file (FILE.yaml); an unknown name raises ConfigError
+    listing the valid ones (and the nearest, for a typo). `prompts`: the prompt pack whose task
+    templates it uses (None: `ours`); `task_prompt`: "ours" (the question and our answer format)
+    or "bare" (the question as the references send it). `options` are the custom task's
+    (`tasks.custom`): given to another task, a ConfigError."""
+    from mars_eval.tasks import registry, task_file
     from mars_eval.tasks.prompting import TaskPrompts
 
-    key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
     given = {k: v for k, v in options.items() if v is not None}
     tp = TaskPrompts(prompts, task_prompt) if prompts is not None else TaskPrompts(style=task_prompt)
-    if key == "custom":
-        from mars_eval.tasks.custom import CustomTask
-
-        return CustomTask(**given, prompts=tp)
-    if given:
+    if task_file.is_task_file(name):
+        return task_file.task_from_file(name, tp, given)
+    entry = registry.lookup(name)
+    if given and not entry.options:
         flag = "--" + next(iter(given)).replace("_", "-")
-        raise ConfigError(f"{flag} is used by --task custom only")
-    if key not in TASK_NAMES:
-        aliases = ", ".join(f"{a}={t}" for a, t in TASK_ALIASES.items())
-        raise ConfigError(
-            f"unknown task {name!r}; choose one of: {', '.join(TASK_NAMES)} (aliases: {aliases})"
-        )
-    if key == "aime24":
-        from mars_eval.tasks.math_tasks import aime24_task
-
-        return aime24_task(tp)
-    if key == "aime25":
-        from mars_eval.tasks.math_tasks import aime25_task
-
-        return aime25_task(tp)
-    if key == "math500":
-        from mars_eval.tasks.math_tasks import math500_task
-
-        return math500_task(tp)
-    if key in ("gpqa-diamond", "gpqa-diamond-maslab"):
-        from mars_eval.tasks.gpqa import GPQATask
-
-        return GPQATask(key, order="maslab" if key.endswith("maslab") else "shuffled", prompts=tp)
-    if key == "arith":
-        from mars_eval.tasks.arith import ArithTask
-
-        return ArithTask(prompts=tp)
-    raise AssertionError(key)  # every name of TASK_NAMES is built above
+        owners = [e.name for e in registry.entries() if e.options]
+        raise ConfigError(f"{flag} is used by --task {' or '.join(owners)} only")
+    unknown = sorted(set(given) - set(entry.options))
+    if unknown:
+        raise ConfigError(f"task {entry.name} has no option {unknown[0]!r}")
+    return entry.make(tp, **given)
 
 
 def load_problems(task: Task, data_files: str | None = None, seed: int = 0) -> list[Problem]:
@@ -96,7 +79,9 @@ def task_with_gpqa_order(name: str, order: str) -> str:
     """
     if order not in GPQA_ORDERS:
         raise ConfigError(f"--gpqa-order must be one of: {', '.join(GPQA_ORDERS)} (got {order!r})")
-    key = TASK_ALIASES.get(name.strip().lower(), name.strip().lower())
+    from mars_eval.tasks.registry import canonical
+
+    key = canonical(name)
     if order == "shuffled":
         return name
     if key not in ("gpqa-diamond", "gpqa-diamond-maslab"):

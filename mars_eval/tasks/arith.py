@@ -21,6 +21,7 @@ from mars_eval.tasks.loading import HubDataset
 from mars_eval.tasks.math_scoring import MathScorer
 from mars_eval.tasks.math_tasks import MathTask, text_id
 from mars_eval.tasks.prompting import TaskPrompts
+from mars_eval.tasks.registry import register_task
 
 Template = Callable[[random.Random], tuple[str, int]]
 NAMES = ("Ada", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Ines", "Jun")
@@ -132,3 +133,13 @@ class ArithTask(MathTask):
         if data_files is not None:
             raise ConfigError("task arith is generated offline and takes no --data-files")
         return make_arith_problems(self.n, self.problem_seed, self.prompts)
+
+
+@register_task(
+    "arith",
+    source="generated offline",
+    answer_type="math",
+    help="synthetic arithmetic word problems, generated offline",
+)
+def arith_task(prompts: TaskPrompts | None = None) -> ArithTask:
+    return ArithTask(prompts=prompts)

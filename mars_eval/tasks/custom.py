@@ -7,6 +7,10 @@ The file is read as `--data-files` always is (JSON, JSONL, CSV, Parquet). Fields
 (default `question`, else `problem`), the gold answer (`answer`), the problem id (`id`; a row
 without one gets a hash of its question), and for multiple choice the options (no default).
 
+A task file (`--task FILE.yaml`, `mars_eval.tasks.task_file`) gives the same settings as keys,
+plus `question_template`: the question built from a row's columns (`{column}` placeholders,
+lm-eval's doc_to_text), in place of the question column.
+
 Prompts come from the prompt pack (`--prompts`: tasks.math for math, tasks.custom for exact and
 choice) in the `--task-prompt` style: `ours` adds the answer format, `bare` sends the question (with
 its lettered options for choice) alone.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from typing import Any
 
 from mars_eval.models.base import ConfigError
@@ -34,10 +39,33 @@ from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_scoring import MathScorer, canonical_math, default_scorer
 from mars_eval.tasks.math_tasks import text_id
 from mars_eval.tasks.prompting import TaskPrompts
+from mars_eval.tasks.registry import ANSWER_TYPES, register_task
 
-ANSWER_TYPES = ("math", "choice", "exact")
 ALL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
+OPTIONS = (*FIELDS, "question_template")  # what make_task("custom", ...) takes
+
+
+def template_columns(template: str) -> list[str]:
+    """The columns a question template names, in order; ConfigError for a malformed template
+    or a placeholder that is not a plain column name ("{a.b}", "{0}", "{x!r}", "{}")."""
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ConfigError(f"question_template: {exc}") from None
+    columns: list[str] = []
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if not name.strip() or name.isdigit() or any(c in name for c in ".[]") or spec or conversion:
+            raise ConfigError(
+                f"question_template: placeholder {{{name}}} is not a column name "
+                "(write {column}; {{ and }} are literal braces)"
+            )
+        columns.append(name)
+    if not columns:
+        raise ConfigError("question_template names no column (write {column} where its text goes)")
+    return list(dict.fromkeys(columns))
 
 
 def _options(value: Any) -> list[str] | None:
@@ -74,8 +102,10 @@ class CustomTask:
         id_field: str | None = None,
         choices_field: str | None = None,
         answer_type: str | None = None,
+        question_template: str | None = None,
         scorer: MathScorer | None = None,
         prompts: TaskPrompts | None = None,
+        data_files: str | None = None,
     ) -> None:
         self.prompts = prompts or TaskPrompts()
         self.answer_type = answer_type or "math"
@@ -86,7 +116,12 @@ class CustomTask:
             raise ConfigError("--answer-type choice needs --choices-field (the column holding the options)")
         if choices_field and self.answer_type != "choice":
             raise ConfigError("--choices-field is used with --answer-type choice only")
+        if question_template is not None and question_field:
+            raise ConfigError("give question_template or --question-field, not both")
+        self.template_columns = template_columns(question_template) if question_template is not None else []
+        self.question_template = question_template
         self.question_field = question_field
+        self.data_files = data_files  # read when `load` is given none (a task file's own)
         self.answer_field = answer_field or "answer"
         self.id_field = id_field or "id"
         self.choices_field = choices_field
@@ -118,14 +153,20 @@ class CustomTask:
 
     def load(self, data_files: str | None = None, seed: int = 0) -> list[Problem]:
         if data_files is None:
+            data_files = self.data_files
+        if data_files is None:
             raise ConfigError("--task custom needs --data-files FILE (JSON, JSONL, CSV or Parquet)")
         rows = load_rows(HubDataset(repo="", split="", columns=()), self.name, data_files)
         found = list(rows[0])
         question = self.question_field or next((c for c in ("question", "problem") if c in found), None)
-        needed = {"--question-field": question, "--answer-field": self.answer_field}
+        needed: list[tuple[str, str | None]] = [("--answer-field", self.answer_field)]
+        if self.template_columns:
+            needed += [("question_template", c) for c in self.template_columns]
+        else:
+            needed.append(("--question-field", question))
         if self.choices_field:
-            needed["--choices-field"] = self.choices_field
-        for flag, column in needed.items():
+            needed.append(("--choices-field", self.choices_field))
+        for flag, column in needed:
             if column is None or column not in found:
                 what = column or "question or problem"
                 raise ConfigError(
@@ -142,8 +183,14 @@ class CustomTask:
                     )
         return problems
 
-    def _problem(self, row: dict[str, Any], question_field: str, number: int, where: str) -> Problem:
-        question = str(row[question_field]).strip()
+    def _question(self, row: dict[str, Any], question_field: str | None) -> str:
+        if self.question_template is None:
+            return str(row[question_field]).strip()
+        values = {c: str(row[c]).strip() for c in self.template_columns}
+        return self.question_template.format_map(values).strip()
+
+    def _problem(self, row: dict[str, Any], question_field: str | None, number: int, where: str) -> Problem:
+        question = self._question(row, question_field)
         raw_id = row.get(self.id_field)
         pid = str(raw_id).strip() if raw_id is not None else ""
         pid = pid or text_id("custom", question)
@@ -209,3 +256,15 @@ class CustomTask:
             return self.scorer.equivalent(gold, answer)
         want = gold.strip().upper() if self.answer_type == "choice" else _exact_key(gold)
         return self.canonical(answer) == want
+
+
+@register_task(
+    "custom",
+    source="--data-files",
+    answer_type="math/choice/exact",
+    help="your own file: --data-files F [--question-field Q --answer-field A --answer-type T], "
+    "or --task FILE.yaml",
+    options=OPTIONS,
+)
+def custom_task(prompts: TaskPrompts | None = None, **options: Any) -> CustomTask:
+    return CustomTask(**options, prompts=prompts)

@@ -48,6 +48,7 @@ from mars_eval.tasks.extract import extract_choice_letter
 from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_tasks import text_id
 from mars_eval.tasks.prompting import TaskPrompts
+from mars_eval.tasks.registry import hub_source, register_task
 
 LETTERS = "ABCD"
 ORDERS = ("shuffled", "maslab")
@@ -134,3 +135,25 @@ class GPQATask:
         if answer is None or not answer.strip():
             return False
         return self.canonical(answer) == gold.strip().upper()
+
+
+@register_task(
+    "gpqa-diamond",
+    aliases=("gpqa",),
+    source=hub_source(GPQA_DIAMOND.repo, GPQA_DIAMOND.config),
+    answer_type="choice",
+    help="GPQA-Diamond, multiple choice A-D, options shuffled (gated on the hub)",
+)
+def gpqa_diamond_task(prompts: TaskPrompts | None = None) -> GPQATask:
+    return GPQATask("gpqa-diamond", order="shuffled", prompts=prompts)
+
+
+@register_task(
+    "gpqa-diamond-maslab",
+    aliases=("gpqa-maslab",),
+    source=hub_source(GPQA_DIAMOND.repo, GPQA_DIAMOND.config),
+    answer_type="choice",
+    help="GPQA-Diamond in MASLab's order (correct option always A)",
+)
+def gpqa_diamond_maslab_task(prompts: TaskPrompts | None = None) -> GPQATask:
+    return GPQATask("gpqa-diamond-maslab", order="maslab", prompts=prompts)

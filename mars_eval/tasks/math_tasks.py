@@ -29,6 +29,7 @@ from mars_eval.tasks.extract import extract_math_answer
 from mars_eval.tasks.loading import HubDataset, load_rows
 from mars_eval.tasks.math_scoring import MathScorer, canonical_math, default_scorer
 from mars_eval.tasks.prompting import TaskPrompts
+from mars_eval.tasks.registry import hub_source, register_task
 
 
 def text_id(prefix: str, text: str) -> str:
@@ -93,14 +94,31 @@ AIME25 = HubDataset(repo="math-ai/aime25", split="test", columns=("problem", "an
 MATH500 = HubDataset(repo="HuggingFaceH4/MATH-500", split="test", columns=("problem", "answer"))
 
 
+@register_task(
+    "aime24",
+    aliases=("aime", "aime2024"),
+    source=hub_source(AIME24.repo),
+    answer_type="math",
+    help="AIME 2024, integer answers",
+)
 def aime24_task(prompts: TaskPrompts | None = None) -> MathTask:
     return MathTask("aime24", AIME24, id_column="id", meta_columns=("year", "url"), prompts=prompts)
 
 
+@register_task(
+    "aime25",
+    aliases=("aime2025",),
+    source=hub_source(AIME25.repo),
+    answer_type="math",
+    help="AIME 2025, integer answers",
+)
 def aime25_task(prompts: TaskPrompts | None = None) -> MathTask:
     return MathTask("aime25", AIME25, id_column="id", prompts=prompts)
 
 
+@register_task(
+    "math500", source=hub_source(MATH500.repo), answer_type="math", help="MATH-500, math-verify scoring"
+)
 def math500_task(prompts: TaskPrompts | None = None) -> MathTask:
     return MathTask(
         "math500", MATH500, id_column="unique_id", meta_columns=("subject", "level"), prompts=prompts
