@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import run_cli
-from tests.support.scripted_policy import AnswerPolicy, Script
+from tests.support.scripted_policy import AnswerPolicy, ChoicePolicy, Script
 
 MODEL = "scripted-model"
 ROWS = [
@@ -49,3 +51,131 @@ def test_custom_flags_keep_their_run_folder(tmp_path, scripted_server):
     res = run_cli(_mas(srv.base_url, tmp_path / "runs", "custom", "--data-files", str(data), *FLAGS))
     assert res.returncode == 0, res.describe()
     assert Path(res.summary["run_dir"]).name == FLAGS_FOLDER
+
+
+def _task_file(folder: Path, text: str, name: str = "capitals.yaml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+CAPITALS = (
+    "data_files: rows.jsonl\nquestion_field: q\nanswer_field: gold\nid_field: qid\nanswer_type: exact\n"
+)
+
+
+def test_task_file_runs_resumes_and_names_the_flags_folder(tmp_path, scripted_server):
+    tasks = tmp_path / "tasks"  # not the working folder: data_files resolves against the file's folder
+    _data(tasks)
+    spec = _task_file(tasks, CAPITALS)
+    srv = scripted_server(_exact_policy())
+    first = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec), "--limit", "1"))
+    assert first.returncode == 0, first.describe()
+    assert first.summary["task"] == "custom" and first.summary["n"] == 1
+    assert Path(first.summary["run_dir"]).name == FLAGS_FOLDER  # the flags' run, to the letter
+
+    again = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec)))
+    assert again.returncode == 0, again.describe()
+    assert again.summary["run_dir"] == first.summary["run_dir"]
+    assert again.summary["n"] == 2 and again.summary["calls_sent"] == 1  # the finished sample is kept
+    assert again.summary["accuracy"] == 0.5  # "Paris" is "paris." as exact text; "Milan" is not "Rome"
+    config = json.loads(Path(again.summary["run_dir"], "config.json").read_text())
+    assert config["task"] == "custom" and config["answer_type"] == "exact"
+
+    report = run_cli(["report", str(tmp_path / "runs"), "--format", "md"])
+    assert report.returncode == 0, report.describe()
+
+
+def test_question_template_builds_the_question_from_columns(tmp_path, scripted_server):
+    rows = [
+        {"country": "France", "tag": "Q00", "options": ["Lyon", "Paris", "Nice"], "answer": "Paris"},
+        {"country": "Italy", "tag": "Q01", "options": ["Rome", "Milan"], "answer": "A"},
+    ]
+    data = tmp_path / "choice.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = _task_file(
+        tmp_path,
+        f"data_files: {data}\n"  # an absolute path stays as it is
+        "question_template: '[{tag}] Which city is the capital of {country}? {{braces}} stay'\n"
+        "choices_field: options\nanswer_type: choice\n",
+        name="cities.yml",
+    )
+    srv = scripted_server(ChoicePolicy({"[Q00]": "Paris", "[Q01]": "Milan"}))
+    res = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec)))
+    assert res.returncode == 0, res.describe()
+    assert res.summary["accuracy"] == 0.5
+    prompts = sorted(r.prompt for r in srv.app.log)
+    assert prompts[0].startswith(
+        "[Q00] Which city is the capital of France? {braces} stay\n\nA) Lyon\nB) Paris"
+    )
+    assert "one of A, B or C" in prompts[0]
+    records = [
+        json.loads(line) for line in Path(res.summary["run_dir"], "samples.jsonl").read_text().splitlines()
+    ]
+    assert all(r["problem_id"].startswith("custom-") for r in records)  # no id column: a hash of the question
+
+
+BOMB = "a: &a ['x','x']\nb: &b [*a,*a]\nc: [*b,*b]\n"
+BAD_FILES = {
+    "missing.yaml": (None, "no such file"),
+    "big.yaml": ("question_field: q\n" + "#" * (70 * 1024) + "\n", "larger than 64 KiB"),
+    "bomb.yaml": (BOMB, "anchors and aliases"),
+    "nested.yaml": ("data_files: rows.jsonl\nanswer_field: {a: [1]}\n", "must be text"),
+    "deep.yaml": ("[" * 5000 + "]" * 5000 + "\n", "must be"),
+    "list.yaml": ("- data_files\n", "must be a mapping"),
+    "empty.yaml": ("", "must be a mapping"),
+    "syntax.yaml": ("data_files: 'rows.jsonl\n", "not valid YAML"),
+    "typo.yaml": ("data_files: rows.jsonl\nanswer_feild: gold\n", "did you mean 'answer_field'"),
+    "number.yaml": ("data_files: rows.jsonl\nid_field: 3\n", "id_field must be non-empty text"),
+    "type.yaml": ("data_files: rows.jsonl\nanswer_type: fuzzy\n", "answer_type must be one of"),
+    "nochoices.yaml": (
+        "data_files: rows.jsonl\nanswer_type: choice\n",
+        "answer_type choice needs choices_field",
+    ),
+    "both.yaml": ("data_files: rows.jsonl\nquestion_field: q\nquestion_template: '{q}'\n", "not both"),
+    "dotted.yaml": ("data_files: rows.jsonl\nquestion_template: '{q.__class__}'\n", "not a column name"),
+    "nocolumn.yaml": ("data_files: rows.jsonl\nquestion_template: 'no placeholder'\n", "names no column"),
+}
+
+
+def test_bad_task_files_are_refused_in_one_line(tmp_path):
+    from mars_eval.models.base import ConfigError
+    from mars_eval.tasks import make_task
+
+    for name, (text, message) in BAD_FILES.items():
+        path = tmp_path / name
+        if text is not None:
+            path.write_text(text)
+        with pytest.raises(ConfigError) as err:
+            make_task(str(path))
+        assert message in str(err.value) and "\n" not in str(err.value), (name, str(err.value))
+
+
+def test_bad_task_files_exit_2_through_the_cli(tmp_path):
+    _data(tmp_path)
+    spec = _task_file(tmp_path, CAPITALS)
+    for name in ("missing.yaml", "bomb.yaml", "typo.yaml"):
+        text, _ = BAD_FILES[name]
+        if text is not None:
+            (tmp_path / name).write_text(text)
+    late = _task_file(
+        tmp_path, "data_files: rows.jsonl\nanswer_field: gold\nquestion_template: '{nope}'\n", "late.yaml"
+    )
+    nodata = _task_file(tmp_path, "question_field: q\n", "nodata.yaml")
+    cases = [
+        ([str(tmp_path / "missing.yaml")], "no such file"),
+        ([str(tmp_path / "bomb.yaml")], "anchors and aliases"),
+        ([str(tmp_path / "typo.yaml")], "did you mean 'answer_field'"),
+        ([str(late)], "no column 'nope'"),  # found when the data is read
+        ([str(nodata)], "names no data_files"),
+        ([str(spec), "--answer-type", "math"], "--answer-type: "),
+        ([str(spec), "--data-files", str(tmp_path / "rows.jsonl")], "--data-files: task file"),
+        (["gpqa-dimond"], "did you mean 'gpqa-diamond'"),
+    ]
+    for args, message in cases:
+        res = run_cli(
+            ["mas", "--task", *args, "--base-url", "http://127.0.0.1:9/v1", "--output", str(tmp_path)]
+        )
+        assert res.returncode == 2, (args, res.describe())
+        assert message in res.stderr and res.stderr.count("\n") == 1, (args, res.describe())
