@@ -128,8 +128,11 @@ def suite(
     if not base_url:
         for m in models:
             validate.check_model_folder(m)
+    from mars_eval.tasks.task_file import expand_suite_tasks
+
+    # a task file (FILE.yaml) is the task custom with its flags: its data files, its settings
+    task, data_files, options = expand_suite_tasks(task, data_files, opt.task_options(given))
     tasks = list(dict.fromkeys(make_task(t).name for t in task))
-    options = opt.task_options(given)
     if options and "custom" not in tasks:  # "--answer-type is used by --task custom only": exit 2
         make_task(tasks[0], **options)
     if options:

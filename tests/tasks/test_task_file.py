@@ -179,3 +179,23 @@ def test_bad_task_files_exit_2_through_the_cli(tmp_path):
         )
         assert res.returncode == 2, (args, res.describe())
         assert message in res.stderr and res.stderr.count("\n") == 1, (args, res.describe())
+
+
+def test_suite_runs_a_task_file_beside_a_built_in_task(tmp_path, scripted_server):
+    tasks = tmp_path / "tasks"
+    _data(tasks)
+    spec = _task_file(tasks, CAPITALS)
+    srv = scripted_server(_exact_policy())
+    out = ["--model", MODEL, "--base-url", srv.base_url, "--output", str(tmp_path / "runs"), "--json"]
+    suite = ["suite", "--system", "single", "--task", str(spec), "--task", "arith", "--limit", "2", *out]
+    res = run_cli(suite)
+    assert res.returncode == 0, res.describe()
+    cells = {c["task"]: c for c in json.loads(res.stdout.strip().splitlines()[-1])["runs"]}
+    assert set(cells) == {"custom", "arith"}
+    assert Path(cells["custom"]["run_dir"]).name == FLAGS_FOLDER and cells["custom"]["accuracy"] == 0.5
+    again = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec)))  # `mas` resumes the suite's cell
+    assert again.returncode == 0 and again.summary["calls_sent"] == 0, again.describe()
+    two = run_cli([*suite, "--task", "custom", "--data-files", f"custom={tasks / 'rows.jsonl'}"])
+    assert two.returncode == 2 and "one custom task" in two.stderr and two.stderr.count("\n") == 1, (
+        two.describe()
+    )
