@@ -199,3 +199,19 @@ def test_suite_runs_a_task_file_beside_a_built_in_task(tmp_path, scripted_server
     assert two.returncode == 2 and "one custom task" in two.stderr and two.stderr.count("\n") == 1, (
         two.describe()
     )
+
+
+def test_the_documented_task_files_are_valid_and_list_every_key(tmp_path):
+    import re
+
+    from mars_eval.tasks import make_task
+    from mars_eval.tasks.task_file import KEYS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "tasks.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, flags=re.S)
+    assert len(blocks) >= 2
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"doc{i}.yaml"
+        path.write_text(block)
+        assert make_task(str(path)).name == "custom"
+    assert all(f"| `{key}` |" in doc for key in KEYS)
