@@ -229,11 +229,8 @@ class TransformersEngine:
         eos_ids = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
         responses = []
         for i, p in enumerate(batch):
+            n, finish = reply_length(out[i, prompt_len:].tolist(), rooms[i], eos_ids)
             row = out[i, prompt_len:].tolist()
-            n = 0
-            while n < len(row) and n < rooms[i] and row[n] not in eos_ids and row[n] != tok.pad_token_id:
-                n += 1
-            finish = "stop" if n < len(row) and row[n] in eos_ids else "length"
             text = tok.decode(row[:n], skip_special_tokens=True)
             cut_off = p.params.thinking and finish == "length"
             content, thinking = split_thinking(text, cut_off_thinking=cut_off)
@@ -254,6 +251,20 @@ class TransformersEngine:
     async def aclose(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
+
+
+def reply_length(row: list[int], room: int, eos_ids: set[int]) -> tuple[int, str]:
+    """(tokens of the reply, finish reason) of one generated row cut to its own `room`.
+
+    "stop" only when an end token came within the room: a batch mate with a larger limit keeps
+    the batch generating, and an end token just past this row's limit was never this reply's
+    (a server given that max_tokens stops at the limit and says "length"). Padding after an
+    end token is never counted (pad and end tokens are often the same id).
+    """
+    for n, token in enumerate(row[:room]):
+        if token in eos_ids:
+            return n, "stop"
+    return min(len(row), room), "length"
 
 
 def _as_list(x) -> list[int]:

@@ -121,3 +121,15 @@ def test_a_reply_cut_off_while_thinking_has_no_answer(tiny_model):
     resp = asyncio.run(go())
     assert resp.finish_reason == "length"  # a random model does not stop within 3 tokens
     assert resp.content == "" and resp.thinking
+
+
+def test_reply_length_stops_at_an_end_token_only_within_the_rows_own_limit():
+    from mars_eval.models.transformers_engine import reply_length
+
+    eos = {2}
+    assert reply_length([5, 6, 2, 2, 2], 4, eos) == (2, "stop")
+    # An end token right after this row's limit (a batch mate kept generating): the reply was cut
+    # at the limit, as a server given this max_tokens would say; before the fix this was "stop".
+    assert reply_length([5, 6, 7, 2, 2], 3, eos) == (3, "length")
+    assert reply_length([5, 6, 7], 8, eos) == (3, "length")  # generate ended at the batch's limit
+    assert reply_length([2, 2], 4, eos) == (0, "stop")  # an empty reply is a stop, with 0 tokens
