@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis.jsonout import strict_dumps
 from mars_eval.analysis.stats import (
     ALPHA,
     POWER,
@@ -449,5 +450,5 @@ def compare_command(run_a: str, run_b: str, json_out: bool = False, seed: int = 
     for line in skipped:  # left out of the pairing, named (exit 3: a partial comparison)
         print(f"skipped: {plain(line)}", file=sys.stderr)
     if json_out:
-        print(json.dumps(out, default=str), flush=True)
+        print(strict_dumps(out), flush=True)
     return 3 if skipped else 0

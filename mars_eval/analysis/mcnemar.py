@@ -84,6 +84,17 @@ def discordance_bound(n: int, confidence: float = 0.95) -> float:
     return z * z / (n + z * z)
 
 
+def unseen_rate_pvalue(rate: float, n: int) -> float:
+    """Two-sided p-value of the score test of "the rate is `rate`" after 0 events in n:
+    2 (1 - Phi(sqrt(n rate / (1 - rate)))), 0 from rate 1 on. It exceeds 1 - confidence exactly
+    for rates under discordance_bound(n, confidence): the test that bound inverts."""
+    if rate <= 0:
+        return 1.0
+    if rate >= 1:
+        return 0.0
+    return min(1.0, 2 * (1 - NormalDist().cdf(math.sqrt(n * rate / (1 - rate)))))
+
+
 @lru_cache(maxsize=8)
 def _rejections(n: int, alpha: float) -> np.ndarray:
     """mask[m, c]: the test rejects when c of m discordant problems favour B (m, c = 0..n)."""

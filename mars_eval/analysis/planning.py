@@ -20,7 +20,6 @@ with the K each would need, so a user can see what their budget can and cannot r
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import replace
@@ -30,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mars_eval.analysis import reference_figures as ref
+from mars_eval.analysis.jsonout import strict_dumps
 from mars_eval.analysis.power import (
     ALPHA,
     POWER,
@@ -284,5 +284,5 @@ def plan_command(json_out: bool = False, **options: Any) -> int:
     plan = make_plan(**options)
     print_plan(plan, Console() if sys.stdout.isatty() else Console(width=120))
     if json_out:
-        print(json.dumps(plan), flush=True)
+        print(strict_dumps(plan), flush=True)
     return 0

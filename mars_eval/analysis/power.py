@@ -33,7 +33,11 @@ variance at delta = 0 promised 80% power where the test had 64% (benchmarks/benc
 
 V_between is the variance of the two systems' per-problem true differences, which more samples
 cannot reduce; σ² is a system's within-problem variance of one sample's score. With two runs of
-the same problems V_between is measured directly (from Var(d_i) less the within part). With one
+the same problems V_between is measured directly (from Var(d_i) less the within part), and the
+measured components are used as they are, not rescaled with delta: B's part was measured at B's
+own accuracy, so rescaling it from A's would count the change twice (issue 28: at 11% -> 18%,
+n = 30, K = 16 the rescaled plan promised 73% where the measured Var(d) gives 96%); plan's
+detectable effect is then the one `compare` states for the pair. With one
 run (or none) it is 2 (1 - ρ) ω², ω² the between-problem variance of one system and ρ the
 correlation of the two systems' per-problem accuracies: an assumption, stated in the output.
 """
@@ -57,6 +61,7 @@ EXACT_MAX_N = 300  # past this many problems McNemar's power is the t test's (th
 
 def t_power(delta: float, sd: float, n: int, alpha: float = ALPHA) -> float:
     """Power of the two-sided paired t test on n differences of standard deviation sd."""
+    from scipy.special import ndtr
     from scipy.stats import nct, t
 
     if n < 2:
@@ -65,7 +70,13 @@ def t_power(delta: float, sd: float, n: int, alpha: float = ALPHA) -> float:
         return 1.0 if delta else 0.0
     crit = float(t.ppf(1 - alpha / 2, n - 1))
     ncp = abs(delta) * math.sqrt(n) / sd
-    return float(nct.sf(crit, n - 1, ncp) + nct.cdf(-crit, n - 1, ncp))
+    upper = float(nct.sf(crit, n - 1, ncp))
+    if not math.isfinite(upper):  # never seen; the normal approximation rather than NaN
+        upper = float(ndtr(ncp - crit))
+    # scipy's nct.cdf returns NaN for some large ncp; the lower tail is at most P(T < 0) = Phi(-ncp)
+    lower = float(nct.cdf(-crit, n - 1, ncp))
+    lower = min(lower, float(ndtr(-ncp))) if math.isfinite(lower) else float(ndtr(-ncp))
+    return min(1.0, max(0.0, upper + lower))
 
 
 def t_mde(sd: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float:
@@ -101,11 +112,20 @@ def mcnemar_mde(
     return _smallest(pw, power, 1.0)
 
 
-def _smallest(pw: Callable[[float], float], power: float, top: float) -> float:
-    """The smallest delta in (0, top] with pw(delta) >= power (pw increasing); inf if none."""
-    if pw(top) < power:
+def _smallest(pw: Callable[[float], float], power: float, top: float, grid: int = 40) -> float:
+    """The smallest delta in (0, top] with pw(delta) >= power; inf if none. pw need not increase
+    (at low accuracy the variance grows with the gain, so power can fall past some delta): the
+    first grid point with enough power brackets it, then bisection. Taking the first crossing
+    keeps the detectable effect from growing with K, since power at each delta grows with K."""
+    lo = hi = 0.0
+    for i in range(1, grid + 1):
+        x = top * i / grid
+        if pw(x) >= power:
+            hi = x
+            break
+        lo = x
+    else:
         return math.inf
-    lo, hi = 0.0, top
     for _ in range(40):
         mid = (lo + hi) / 2
         if pw(mid) < power:
@@ -127,12 +147,15 @@ class PairedVariance:
     correlation_measured: bool
     split_measured: bool  # between / within measured (K >= 2 runs), not assumed
     omegas: tuple[float, float] | None = None  # (ω²_A, ω²_B) when known apart
+    scales: bool = True  # False: measured on two runs, each at its own accuracy, taken as it is
 
     def var(self, samples: int, delta: float = 0.0) -> float:
         """Var(d_i) at K samples when B's accuracy is A's + delta (module docstring)."""
         return self.between_at(delta) + self.within_at(delta) / samples
 
     def between_at(self, delta: float) -> float:
+        if not self.scales:
+            return self.between
         r = self._ratio(delta)
         if self.omegas is not None and self.correlation is not None:
             wa, wb = self.omegas
@@ -142,6 +165,8 @@ class PairedVariance:
         return max(self.between, value)
 
     def within_at(self, delta: float) -> float:
+        if not self.scales:
+            return self.within
         return max(self.within, self.within * (1 + self._ratio(delta)) / 2)
 
     def _ratio(self, delta: float) -> float:
@@ -286,15 +311,18 @@ def from_two_runs(
         inv_k = float(np.mean([1.0 / len(v) for v in units]))
         within = a.within + b.within
         between = max(0.0, total - within * inv_k)
+        if between == 0.0 and within > 0:  # Var(d) below the within part: noise; keep Var(d) whole
+            within = total / inv_k
         rho = None
         if a.between > 0 and b.between > 0:
             rho = max(
                 -1.0, min(1.0, (a.between + b.between - between) / (2 * math.sqrt(a.between * b.between)))
             )
         omegas = (a.between, b.between) if rho is not None else None
-        return PairedVariance(acc, between, within, "two runs", rho, rho is not None, True, omegas), a, b
+        pv = PairedVariance(acc, between, within, "two runs", rho, rho is not None, True, omegas, False)
+        return pv, a, b
     pv = PairedVariance(
-        acc, between_share * total, (1 - between_share) * total, "two runs", None, False, False
+        acc, between_share * total, (1 - between_share) * total, "two runs", None, False, False, None, False
     )
     return pv, a, b
 

@@ -19,7 +19,8 @@ reject, so "0 outside the 95% interval" and "p < 0.05" always agree.
   point 0.
 - Otherwise (K > 1, or returns): the mid-p sign-flip permutation test of mean(d) and the
   interval that inverts it (SignFlip). When every d_i is the same value c there is no spread to
-  measure: the interval is c +- w (same w).
+  measure: p is the larger of the sign-flip's and that of the Wilson bound of an unseen spread,
+  and the interval c +- w (same w) is where that does not reject (ConstantDifference).
 - Fewer than 2 paired problems: no test (p = 1, a note says so) and no interval.
 
 Intervals are clipped to the range a difference can take ([-1, 1] for accuracy, +-(payoff
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from mars_eval.analysis.mcnemar import discordance_bound, mcnemar_test, tango_interval
+from mars_eval.analysis.mcnemar import discordance_bound, mcnemar_test, tango_interval, unseen_rate_pvalue
 from mars_eval.analysis.power import ALPHA, POWER, pair_mde  # noqa: F401 (POWER re-exported)
 from mars_eval.run.intervals import (  # noqa: F401 (re-exported: the statistics in one namespace)
     CONFIDENCE,
@@ -56,6 +57,7 @@ DEFAULT_SEED = 0
 TEST_NAMES = {
     "mcnemar-score": "McNemar (score, no continuity correction)",
     "sign-flip-midp": "sign-flip permutation, mid-p",
+    "sign-flip-bound": "sign-flip mid-p or the Wilson bound of an unseen spread, the larger",
     "none": "no test",
 }
 FEW_PAIRED = "fewer than 2 paired problems: no test (p = 1) and no interval"
@@ -71,7 +73,9 @@ def _scipy_stats() -> Any:
 # --- paired comparison ------------------------------------------------------------------------
 def mcnemar_exact(b: int, c: int) -> float:
     """Exact two-sided McNemar p-value: binomtest(b, b + c, 1/2); 1.0 with no discordant pair.
-    (The conservative classic, kept for reference; compare runs the mid-p version.)"""
+    The conservative classic, kept for reference only: at one binary sample per problem
+    `compare` runs McNemar's score test without continuity correction (mcnemar.mcnemar_test),
+    not this one and not a mid-p version of it."""
     st = _scipy_stats()
     if b + c == 0:
         return 1.0
@@ -88,9 +92,21 @@ class SignFlip:
     near its level when many d_i are equal (K samples give d_i in steps of 1/K), as the mid-p
     McNemar test would for K = 1.
 
-    The interval is {delta0 : the test of d_i - delta0 does not reject}: the same sign patterns
-    for every delta0 (so T and its null are linear in delta0: sum_i s_i (d_i - delta0) =
-    A_s - delta0 B_s), found by bisection from the estimate outwards.
+    The interval is {delta0 : the test of d_i - delta0 does not reject}, with the same sign
+    patterns s for every delta0: pattern s is more extreme than the observed one exactly when
+    |A_s - delta0 B_s| > |T - n delta0| (A_s = sum s_i d_i, B_s = sum s_i), i.e. for delta0
+    strictly between two roots, (A_s - T) / (B_s - n) and (A_s + T) / (B_s + n); the all-plus
+    and all-minus patterns tie at every delta0.
+
+    On lattice data (d_i in steps of g = 1/K) the exact p-value jumps at delta0 = 0: there
+    whole groups of patterns tie with the observed one, and any delta0 != 0 breaks those ties one
+    way, so an interval end was pinned within 1e-10 of 0 whenever alpha fell inside the jump
+    (issue 28). The p-value of delta0 is therefore taken as its mean over delta0 +- g / (2 n),
+    the lattice cell of a mean of n such values (the continuous form of mid-p: the observed
+    statistic spread uniformly over its own cell). No root other than those of the tied groups
+    lies within g / (2 n) of 0 (a nonzero |A_s +- T| is at least 2 g and |B_s -+ n| at most 2 n),
+    so at delta0 = 0 this is the exact mid-p value; elsewhere it is continuous, and each end is
+    where it crosses alpha. g is the smallest gap between the values |d_i| and 0.
     """
 
     def __init__(
@@ -117,18 +133,23 @@ class SignFlip:
                 b_parts.append(signs.sum(1))
                 left -= signs.shape[0]
         self.a, self.b = np.concatenate(a_parts), np.concatenate(b_parts)
-        self.tol = 1e-9 * max(1.0, float(np.abs(d).sum()))
+        n, total = float(self.n), self.total
+        trivial = np.abs(self.b) == n  # all plus or all minus: a tie at every delta0
+        self.ties = float(np.sum(trivial))
+        a, b = self.a[~trivial], self.b[~trivial]
+        r1, r2 = (a - total) / (b - n), (a + total) / (b + n)
+        self.root_lo, self.root_hi = np.minimum(r1, r2), np.maximum(r1, r2)
+        self.half = lattice_step(d) / (2 * max(self.n, 1))
 
     def pvalue(self, delta0: float = 0.0) -> float:
-        obs = abs(self.total - self.n * delta0)
-        if obs <= self.tol:
-            return 1.0  # the estimate itself: nothing to test
-        null = np.abs(self.a - delta0 * self.b)
-        gt = float(np.sum(null > obs + self.tol))
-        eq = float(np.sum(np.abs(null - obs) <= self.tol))
+        """Two-sided mid-p value of "the mean difference is delta0", averaged over
+        delta0 +- half (the class docstring)."""
+        lo, hi = delta0 - self.half, delta0 + self.half
+        inside = np.clip(np.minimum(hi, self.root_hi) - np.maximum(lo, self.root_lo), 0.0, None)
+        more = float(inside.sum()) / (2 * self.half)
         if self.exact:
-            return min(1.0, (gt + eq / 2) / self.a.size)
-        return min(1.0, (gt + (eq + 1) / 2) / (self.a.size + 1))  # the observed pattern ties itself
+            return min(1.0, (more + self.ties / 2) / self.a.size)
+        return min(1.0, (more + (self.ties + 1) / 2) / (self.a.size + 1))  # the observed pattern ties itself
 
     def interval(self, alpha: float = ALPHA, span: float = 1.0) -> tuple[float, float]:
         """The deltas the test does not reject at level alpha, within [-span, span]."""
@@ -139,7 +160,7 @@ class SignFlip:
             if self.pvalue(outer) > alpha:  # never rejected (few problems): the whole range
                 ends.append(outer)
                 continue
-            for _ in range(50):
+            for _ in range(60):
                 mid = (inner + outer) / 2
                 if self.pvalue(mid) > alpha:
                     inner = mid
@@ -147,6 +168,13 @@ class SignFlip:
                     outer = mid
             ends.append(inner)
         return max(-span, ends[0]), min(span, ends[1])
+
+
+def lattice_step(d: np.ndarray) -> float:
+    """The smallest gap between the distinct values of |d_i| and 0 (1/K for means of K binary
+    samples), the resolution of the differences; 1 when they are all 0."""
+    values = np.unique(np.concatenate([[0.0], np.round(np.abs(d), 12)]))
+    return float(np.diff(values).min()) if values.size > 1 else 1.0
 
 
 def sign_flip_test(
@@ -159,15 +187,36 @@ def sign_flip_test(
     return SignFlip(d, resamples, seed).pvalue()
 
 
-def constant_interval(
-    c: float, n: int, confidence: float = CONFIDENCE, span: float = 1.0
-) -> tuple[float, float]:
-    """Interval for a difference when all n paired units differ by the same c: no spread to
-    estimate, so not a point. c = 0 (the runs agree everywhere): the difference can still be as
-    large as the Wilson bound w of a discordance rate seen 0 times in n, [-w, w]; otherwise the
-    same width around c (in units of span), clipped."""
-    w = discordance_bound(n, confidence) * span
-    return max(-span, c - w), min(span, c + w)
+class ConstantDifference:
+    """The test and interval when all n paired units differ by the same c: no spread to measure.
+
+    The sign-flip p-value of any delta0 != c is then the same 2^-n (every d_i - delta0 has the
+    same sign), so its inversion is the point c: a certainty the data cannot justify. Beside it
+    stands the Wilson bound of a spread never seen: the share of units that could differ from c
+    is below w = z^2 / (n + z^2) (seen 0 times in n), so delta0 is rejected when |c - delta0| /
+    span reaches w, by the score test that bound inverts (mcnemar.unseen_rate_pvalue). The
+    p-value is the larger of the two (each valid, so their maximum is), and the interval is
+    where that does not reject: c +- w span (clipped) once 2^-n < alpha (n >= 5), the whole range
+    before. With c = 0 this is p = 1 and [-w, w]: two runs that agree everywhere are not shown as
+    exactly equal.
+    """
+
+    def __init__(self, c: float, n: int, resamples: int = PERMUTATION_RESAMPLES, span: float = 1.0):
+        self.c, self.n, self.span = float(c), int(n), span
+        exact = self.n <= 30 and 2**self.n <= resamples
+        self.sign_flip = 2.0**-self.n if exact else 1 / (2 * (resamples + 1))  # any delta0 != c
+
+    def pvalue(self, delta0: float = 0.0) -> float:
+        gap = abs(self.c - delta0)
+        if gap <= 1e-12 * self.span:
+            return 1.0
+        return max(self.sign_flip, unseen_rate_pvalue(gap / self.span, self.n))
+
+    def interval(self, confidence: float = CONFIDENCE) -> tuple[float, float]:
+        if self.sign_flip > 1 - confidence:
+            return -self.span, self.span
+        w = discordance_bound(self.n, confidence) * self.span
+        return max(-self.span, self.c - w), min(self.span, self.c + w)
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
@@ -234,7 +283,7 @@ class PairedResult:
     bootstrap_low: float | None  # percentile bootstrap over units, seeded (None without spread)
     bootstrap_high: float | None
     p_value: float
-    test: str  # "mcnemar-score", "sign-flip-midp" or "none" (fewer than 2 units)
+    test: str  # a TEST_NAMES key; "none" with fewer than 2 units
     mde: float | None  # detectable effect of this pair at ALPHA and POWER
     b_only_a: int = 0  # McNemar's b: units right in A, wrong in B (binary single samples)
     c_only_b: int = 0  # McNemar's c: units wrong in A, right in B
@@ -286,14 +335,18 @@ def paired_compare(
             if b + c == 0:
                 note = "no problem differs: the interval is the bound of an unseen discordance rate"
         elif np.all(d == d[0]):
-            test = "sign-flip-midp"
-            p = sign_flip_test(d, permutation_resamples, seed)
-            ci = constant_interval(float(d[0]), n, confidence, span)
-            note = (
-                "no problem differs: the interval is the bound of an unseen discordance rate"
-                if d[0] == 0
-                else "every problem differs by the same amount: the interval is a Wilson-type bound"
-            )
+            cd = ConstantDifference(float(d[0]), n, permutation_resamples, span)
+            p, ci = cd.pvalue(), cd.interval(confidence)
+            if d[0] == 0:
+                test = "sign-flip-midp"
+                note = "no problem differs: the interval is the bound of an unseen discordance rate"
+            else:
+                test = "sign-flip-bound"
+                note = (
+                    "every problem differs by the same amount: no spread to measure, so p is the "
+                    "larger of the sign-flip's and the Wilson bound's, and the interval is where it "
+                    "does not reject"
+                )
         else:
             sf = SignFlip(d, permutation_resamples, seed)
             p, test = sf.pvalue(), "sign-flip-midp"
