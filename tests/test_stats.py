@@ -77,7 +77,9 @@ def test_cluster_ci_is_wilson_at_the_clustered_effective_size():
     ci = stats.cluster_ci([list(row) for row in samples])
     p, se = means.mean(), means.std(ddof=1) / math.sqrt(30)
     assert ci.estimate == pytest.approx(p) and ci.se == pytest.approx(se)
-    n_eff = min(120, p * (1 - p) / se**2)
+    # n_eff with one pseudo-problem at 50% (intervals.effective_size), its 4 samples taken out
+    m = np.append(means, 0.5)
+    n_eff = min(120, m.mean() * (1 - m.mean()) / (m.var(ddof=1) / 31) * 120 / 124)
     assert (ci.low, ci.high) == pytest.approx(_wilson_t(p, n_eff))
     # Per-problem means alone count one sample each: n_eff is capped at 30, not 120.
     assert stats.cluster_ci(list(means)).high - stats.cluster_ci(list(means)).low >= ci.high - ci.low
@@ -86,9 +88,13 @@ def test_cluster_ci_is_wilson_at_the_clustered_effective_size():
 def test_cluster_ci_degenerate_cases_are_not_points():
     half = stats.cluster_ci([[1.0, 0.0]] * 5)  # all problems at 1 of 2: the 10 samples decide
     assert (half.low, half.high) == pytest.approx(_wilson_t(0.5, 10, 2.776445105197793))
-    # All wrong: not the point [0, 0] but the Wilson interval over the 30 problems.
+    # All wrong: not the point [0, 0] but Wilson at the size the pseudo-problem at 50% allows
+    # (between the 30 problems and the 60 samples).
     zero = stats.cluster_ci([[0.0, 0.0]] * 30)
-    assert zero.low == 0.0 and zero.high == pytest.approx(_wilson_t(0.0, 30)[1]) and zero.high > 0.1
+    m = np.append(np.zeros(30), 0.5)
+    n_eff = m.mean() * (1 - m.mean()) / (m.var(ddof=1) / 31) * 60 / 62
+    assert 30 < n_eff < 60
+    assert zero.low == 0.0 and zero.high == pytest.approx(_wilson_t(0.0, n_eff)[1]) and zero.high > 0.05
     one = stats.cluster_ci([[1.0, 0.0]])
     assert (one.low, one.high, one.se) == (0.0, 1.0, None)
 

@@ -103,18 +103,21 @@ def test_constant_differences_interval_and_test_agree(n):
 
 # --- 4. the run summary's interval moves the right way near 0% and 100% -------------------------
 def test_avg_at_k_interval_moves_down_when_a_sample_turns_wrong():
-    prev = cluster_ci([[1.0] * 16] * 30)
-    for wrong in range(1, 12):  # one more wrong sample each time, each on its own problem
-        rows = [[1.0] * 15 + [0.0]] * wrong + [[1.0] * 16] * (30 - wrong)
-        ci = cluster_ci(rows)
-        assert ci.low <= prev.low + 1e-12 and ci.high <= prev.high + 1e-12, (wrong, prev, ci)
-        prev = ci
-    prev = cluster_ci([[0.0] * 16] * 30)
-    for right in range(1, 12):
-        rows = [[0.0] * 15 + [1.0]] * right + [[0.0] * 16] * (30 - right)
-        ci = cluster_ci(rows)
-        assert ci.low >= prev.low - 1e-12 and ci.high >= prev.high - 1e-12, (right, prev, ci)
-        prev = ci
+    """n = 30, K = 16: 480 of 480 right gave [87.8, 100]% and 479 of 480 [98.76, 99.97]%. Now
+    a sample turning wrong lowers the upper end and moves the lower end by at most half a point
+    (up a little while the failures, one to a problem, show little clustering)."""
+    for good, bad in ((1.0, 0.0), (0.0, 1.0)):
+        sign = 1 if good else -1  # mirror for the all-wrong end
+        prev = cluster_ci([[good] * 16] * 30)
+        first = prev
+        for wrong in range(1, 12):  # one more sample the other way each time, each on its own problem
+            ci = cluster_ci([[good] * 15 + [bad]] * wrong + [[good] * 16] * (30 - wrong))
+            near, far = (ci.low, ci.high) if good else (-ci.high, -ci.low)
+            p_near, p_far = (prev.low, prev.high) if good else (-prev.high, -prev.low)
+            assert far <= p_far + 1e-12 and near <= p_near + 0.005, (wrong, prev, ci)
+            assert sign * (ci.estimate - first.estimate) < 0
+            prev = ci
+        assert abs((first.low if good else first.high) - (prev.low if good else prev.high)) < 0.02
 
 
 def _logit_normal_coverage(mean_logit: float, sd: float, n: int, k: int, reps: int, seed: int):
@@ -135,7 +138,7 @@ def test_avg_at_k_coverage_at_98_percent():
     89.7% with 7.7% wholly above the truth (the issue's simulation)."""
     cover, above, truth = _logit_normal_coverage(6.0, 2.0, 30, 16, reps=1500, seed=8)
     assert 0.975 < truth < 0.99
-    assert cover >= 0.925 and above <= 0.04, (cover, above)
+    assert cover >= 0.935 and above <= 0.03, (cover, above)
 
 
 # --- 5. interval ends are found where the test's p-value crosses alpha, not at a tie jump -------
