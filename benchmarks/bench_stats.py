@@ -13,13 +13,19 @@ Per scenario (n = 30, 198; K = 1, 4, 16; delta = 0 and delta = plan's detectable
   coverage   share of 95% intervals that hold the true delta (target 93.5-96.5%)
   reject     share of p < 0.05: the size at delta = 0 (target <= 5.5%), the power at delta > 0
   disagree   share of pairs where "0 outside the interval" and "p < 0.05" differ (want 0)
-  plan       the power `plan` promises at that delta (80% by construction; the detectable
-             effect from power.detectable with the model's true variance components)
+  plan       the power `plan` promises at that delta from the model's true variance components
+             (the oracle: 80% by construction, the detectable effect is power.detectable's)
+  plan --from  the power `plan --from A B --delta <true delta>` promises from each simulated
+             pair's own measured Var(d) (power.from_two_runs, what users run), mean over pairs;
+             "nan" counts pairs where it was not a number (want 0)
   acc cov    coverage of run A's own avg@K interval (intervals.cluster_ci), and of the clustered
              t interval it replaced (mean +- t SE), for reference
 
-Rerun:  . .venv/bin/activate && python benchmarks/bench_stats.py [--reps 1000] [--resamples 2000]
-A full run at the defaults takes a few minutes on 2 busy cores; --reps 200 a minute.
+A second table measures the avg@K interval alone near the ends: problem accuracies
+logit-normal with sd 2 around 5% and 98%. The summary lines under the tables are computed from
+the rows above them, not typed.
+
+Rerun:  . .venv/bin/activate && python benchmarks/bench_stats.py [--reps 200] [--resamples 1000]
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ def scenario(
     sb = rng.random((reps, n, k)) < pb[..., None]
     truth_acc = DIFFICULTY[difficulty][0] / sum(DIFFICULTY[difficulty])
     cover = reject = disagree = acc_cover = t_cover = 0
+    promised, nans = [], 0
     q = t_quantile(0.975, n - 1)
     for r in range(reps):
         pairs = {
@@ -85,6 +92,16 @@ def scenario(
         res = stats.paired_compare(
             pairs, permutation_resamples=resamples, bootstrap_resamples=0, detectable=False
         )
+        if delta > 0:  # `plan --from A B --delta delta` on this pair
+            try:
+                pv, _, _ = power.from_two_runs(pairs, 0.5)
+                got = power.power_at(pv, n, k, delta) if pv.between + pv.within > 0 else math.nan
+            except ValueError:
+                got = math.nan
+            if math.isfinite(got):
+                promised.append(got)
+            else:
+                nans += 1
         lo, hi = res.ci_low, res.ci_high
         cover += lo <= delta <= hi
         sig = res.p_value < stats.ALPHA
@@ -101,13 +118,68 @@ def scenario(
         "disagree": disagree / reps,
         "acc_coverage": acc_cover / reps,
         "t_coverage": t_cover / reps,
+        "from_power": float(np.mean(promised)) if promised else None,
+        "from_nan": nans,
     }
+
+
+LOGIT_REGIMES = {"5%": -4.42, "98%": 5.6}  # mean logit; sd 2 (truth by Monte Carlo below)
+
+
+def edge_coverage(mean_logit: float, n: int, k: int, reps: int, rng: np.random.Generator) -> dict[str, float]:
+    """Coverage of cluster_ci with problem accuracies logit-normal(mean_logit, 2)."""
+    truth = float(special.expit(mean_logit + 2 * rng.standard_normal(1_000_000)).mean())
+    acc = special.expit(mean_logit + 2 * rng.standard_normal((reps, n)))
+    scores = rng.random((reps, n, k)) < acc[..., None]
+    hits = above = below = 0
+    for r in range(reps):
+        ci = cluster_ci(scores[r].astype(float))
+        hits += ci.low <= truth <= ci.high
+        above += ci.low > truth
+        below += ci.high < truth
+    return {"truth": truth, "coverage": hits / reps, "above": above / reps, "below": below / reps}
+
+
+def _span(values: list[float], scale: float = 100, fmt: str = "{:.1f}") -> str:
+    lo, hi = min(values), max(values)
+    return (fmt.format(lo * scale) + ("" if lo == hi else "-" + fmt.format(hi * scale))) + "%"
+
+
+def summary(rows: list[dict], edges: list[dict], reps: int) -> list[str]:
+    """The sentences under the tables, computed from their rows."""
+    cov = [r["coverage"] for r in rows]
+    size = [r["reject"] for r in rows if r["delta"] == 0]
+    alt = [r for r in rows if r["delta"] > 0]
+    power_ok = [r for r in alt if 0.78 <= r["reject"] <= 0.85]
+    gaps = [r["reject"] - r["from_power"] for r in alt if r["from_power"] is not None]
+    oracle_gaps = [r["reject"] - r["plan_power"] for r in alt]
+    acc = [r["acc_coverage"] for r in rows]
+    lines = [
+        f"- coverage {_span(cov)} in {len(rows)} rows, {sum(0.935 <= c <= 0.965 for c in cov)} of them "
+        f"within 93.5-96.5%; size {_span(size)}, {sum(x <= 0.055 for x in size)} of {len(size)} rows "
+        f"at most 5.5%; interval and test disagree in {sum(r['disagree'] > 0 for r in rows)} rows.",
+        "- plan's power from the true variance (80% promised): achieved "
+        f"{_span([r['reject'] for r in alt])}, "
+        f"{len(power_ok)} of {len(alt)} rows within 78-85%; achieved minus promised "
+        f"{min(oracle_gaps) * 100:+.1f} to {max(oracle_gaps) * 100:+.1f} pts.",
+        f"- `plan --from A B` (each pair's measured Var(d)): mean promised power "
+        f"{_span([r['from_power'] for r in alt if r['from_power'] is not None])}; achieved minus promised "
+        f"{min(gaps) * 100:+.1f} to {max(gaps) * 100:+.1f} pts; NaN in "
+        f"{sum(r['from_nan'] for r in alt)} of {len(alt) * reps} pairs.",
+        f"- A's avg@K coverage {_span(acc)} (Beta difficulty, 24 rows); near the ends (logit sd 2): "
+        + "; ".join(
+            f"{reg} {_span([e['coverage'] for e in edges if e['regime'] == reg])}"
+            for reg in dict.fromkeys(e["regime"] for e in edges)
+        )
+        + f", {sum(e['coverage'] >= 0.935 for e in edges)} of {len(edges)} rows at least 93.5%.",
+    ]
+    return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=1000, help="simulated pairs of runs per scenario")
-    ap.add_argument("--resamples", type=int, default=2000, help="sign patterns of the permutation test")
+    ap.add_argument("--reps", type=int, default=200, help="simulated pairs of runs per scenario")
+    ap.add_argument("--resamples", type=int, default=1000, help="sign patterns of the permutation test")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the rows as JSON too")
     args = ap.parse_args()
@@ -121,7 +193,7 @@ def main() -> None:
     )
     header = (
         "| difficulty | n | K | true delta | test | coverage | reject (size / power) | plan's power "
-        "| disagree | A's avg@K coverage | old t coverage |"
+        "| plan --from power | disagree | A's avg@K coverage | old t coverage |"
     )
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -140,16 +212,39 @@ def main() -> None:
                     row |= {"plan_power": promised, **out}
                     rows.append(row)
                     plan = "–" if promised is None else f"{100 * promised:.1f}%"
+                    if out["from_power"] is None:
+                        from_plan = "–"
+                    else:
+                        from_plan = f"{100 * out['from_power']:.1f}%" + (
+                            f" ({out['from_nan']} nan)" if out["from_nan"] else ""
+                        )
                     print(
                         f"| {difficulty} | {n} | {k} | {100 * delta:.2f} pts | {test} | "
                         f"{100 * out['coverage']:.1f}% | "
-                        f"{100 * out['reject']:.1f}% | {plan} | {100 * out['disagree']:.1f}% | "
+                        f"{100 * out['reject']:.1f}% | {plan} | {from_plan} | {100 * out['disagree']:.1f}% | "
                         f"{100 * out['acc_coverage']:.1f}% | {100 * out['t_coverage']:.1f}% |",
                         flush=True,
                     )
+    print()
+    print("| accuracy (logit sd 2) | truth | n | K | avg@K coverage | wholly above | wholly below |")
+    print("|---|---|---|---|---|---|---|")
+    edges = []
+    for regime, mean_logit in LOGIT_REGIMES.items():
+        for n in (30, 198):
+            for k in (1, 4, 16):
+                e = {"regime": regime, "n": n, "k": k, **edge_coverage(mean_logit, n, k, args.reps, rng)}
+                edges.append(e)
+                print(
+                    f"| {regime} | {100 * e['truth']:.2f}% | {n} | {k} | {100 * e['coverage']:.1f}% | "
+                    f"{100 * e['above']:.1f}% | {100 * e['below']:.1f}% |",
+                    flush=True,
+                )
+    print()
+    for line in summary(rows, edges, args.reps):
+        print(line)
     print(f"elapsed {time.perf_counter() - start:.0f} s")
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps({"rows": rows, "edges": edges}))
 
 
 if __name__ == "__main__":
