@@ -8,7 +8,9 @@ samples_needed is the K that brings it down to the effect one hopes to see.
 
 What the variance of a per-problem difference is made of:
 - `--from RUN_A RUN_B` (two runs of the same problems): measured directly, the variance of the
-  per-problem differences, split into between and within problems when K >= 2; the correlation
+  per-problem differences, split into between and within problems when K >= 2, and used as
+  measured (not rescaled with --delta: each run's part was measured at its own accuracy), so the
+  detectable effect at the runs' K is the one `compare` states for the pair; the correlation
   ρ of the two systems' per-problem accuracies is shown as measured.
 - `--from RUN` (one run): each system's between (ω²) and within (σ²) variance measured; ρ is an
   assumption (`--correlation`, 0 by default: the conservative choice), stated in the output.

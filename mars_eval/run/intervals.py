@@ -181,7 +181,7 @@ def episode_intervals(
     """The intervals of one games results row, as row fields.
 
     mean_return_ci_low/high: mean_ci of the returns over the row's episodes (clipped to the
-    game's payoff `bounds`, Wilson-type when all equal); win_rate_ci_low/high: Wilson interval
+    game's payoff `bounds`, at least the unseen-spread band); win_rate_ci_low/high: Wilson interval
     of `wins` out of the episodes (None when `wins` is None: a cooperative game has no winner).
     All None with no episode.
     """
