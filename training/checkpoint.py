@@ -29,6 +29,8 @@ import numpy as np
 import torch
 
 STATE_DIR = "train_state"
+OPTIMIZER_DIR = "optimizer"  # train_state/optimizer/: each rank's optimizer shard (torch DCP)
+STEP_FILE = "step.json"  # train_state/step.json: the step, readable without loading state.pt
 MARKER = "COMPLETE"
 _STEP = re.compile(r"step-(\d+)$")
 
@@ -69,14 +71,28 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def atomic_dir_write(target: Path, write: Callable[[Path], None]) -> Path:
-    """Call write(tmp_dir), then move tmp_dir to target atomically (replacing it)."""
+def temp_dir(target: Path, tag: int | str) -> Path:
+    """Where `target` is written before its rename (`tag`: rank 0's pid, known to every rank)."""
+    target = Path(target)
+    return target.parent / f".{target.name}.tmp-{tag}"
+
+
+def clear_stale(target: Path) -> None:
+    """Remove temp folders an interrupted write of `target` left behind."""
+    for stale in Path(target).parent.glob(f".{Path(target).name}.tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def atomic_dir_write(target: Path, write: Callable[[Path], None], tmp: Path | None = None) -> Path:
+    """Call write(tmp_dir), then move tmp_dir to target atomically (replacing it).
+
+    `tmp`: a temp folder other ranks already wrote into (their optimizer shards); else a new one."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
-    tmp.mkdir()
+    if tmp is None:
+        clear_stale(target)
+        tmp = temp_dir(target, os.getpid())
+    tmp.mkdir(parents=True, exist_ok=True)
     write(tmp)
     (tmp / MARKER).write_text("ok\n")
     _fsync_tree(tmp)
@@ -99,6 +115,7 @@ def save_checkpoint(
     tokenizer: Any,
     eval_meta: dict[str, Any],
     train_state: dict[str, Any] | None = None,
+    tmp: Path | None = None,
 ) -> Path:
     """An HF folder from `state_dict` (whole weights) + tokenizer + mars_eval.json (+ train state).
 
@@ -108,13 +125,15 @@ def save_checkpoint(
 
     def write(tmp: Path) -> None:
         model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        if tokenizer is not None:  # (scripts/gpu_check_update.py's random model has none)
+            tokenizer.save_pretrained(tmp)
         (tmp / "mars_eval.json").write_text(json.dumps(eval_meta, indent=2) + "\n")
         if train_state is not None:
-            (tmp / STATE_DIR).mkdir()
+            (tmp / STATE_DIR).mkdir(exist_ok=True)
             torch.save(train_state, tmp / STATE_DIR / "state.pt")
+            (tmp / STATE_DIR / STEP_FILE).write_text(json.dumps({"step": train_state["step"]}) + "\n")
 
-    return atomic_dir_write(target, write)
+    return atomic_dir_write(target, write, tmp)
 
 
 def is_complete(path: Path) -> bool:
@@ -125,15 +144,45 @@ def load_train_state(path: Path) -> dict[str, Any]:
     return torch.load(Path(path) / STATE_DIR / "state.pt", map_location="cpu", weights_only=False)
 
 
-def latest_step_checkpoint(checkpoints: Path) -> tuple[int, Path] | None:
-    """The highest complete step-N folder that has a training state, or None."""
-    best = None
-    if not Path(checkpoints).is_dir():
+def saved_step(folder: Path) -> int | None:
+    """The step a complete checkpoint with a training state was saved at, else None."""
+    folder = Path(folder)
+    if not is_complete(folder) or not (folder / STATE_DIR / "state.pt").is_file():
         return None
-    for child in Path(checkpoints).iterdir():
-        m = _STEP.match(child.name)
-        if m and is_complete(child) and (child / STATE_DIR / "state.pt").is_file():
-            n = int(m.group(1))
-            if best is None or n > best[0]:
-                best = (n, child)
-    return best
+    m = _STEP.match(folder.name)
+    if m:
+        return int(m.group(1))
+    meta = folder / STATE_DIR / STEP_FILE
+    if meta.is_file():
+        return int(json.loads(meta.read_text())["step"])
+    return int(load_train_state(folder)["step"])  # a final folder from before step.json
+
+
+def step_checkpoints(checkpoints: Path) -> list[tuple[int, Path]]:
+    """Complete step-N folders with a training state, oldest first."""
+    if not Path(checkpoints).is_dir():
+        return []
+    found = [(saved_step(c), c) for c in Path(checkpoints).iterdir() if _STEP.match(c.name)]
+    return sorted((n, c) for n, c in found if n is not None)
+
+
+def latest_step_checkpoint(checkpoints: Path) -> tuple[int, Path] | None:
+    """The latest complete checkpoint with a training state (step-N, or `final` at its step, which
+    wins a tie: the end of a run writes `final` only), or None."""
+    found = step_checkpoints(checkpoints)
+    final = Path(checkpoints) / "final"
+    n = saved_step(final) if final.is_dir() else None
+    if n is not None:
+        found.append((n, final))
+    return max(found, key=lambda item: (item[0], item[1].name == "final")) if found else None
+
+
+def prune_step_checkpoints(checkpoints: Path, keep_last: int) -> list[Path]:
+    """Delete all but the newest `keep_last` step-N folders (0: keep all); `initial` and `final`
+    are never touched. Returns what was removed."""
+    if keep_last <= 0:
+        return []
+    old = [c for _, c in step_checkpoints(checkpoints)][:-keep_last]
+    for c in old:
+        shutil.rmtree(c, ignore_errors=True)
+    return old

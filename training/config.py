@@ -112,6 +112,7 @@ class TrainConfig:
     gen_batch_size: int = 64  # prompts per generate() call (transformers engine)
     # --- schedule, eval, output ---
     save_every: int = 20
+    keep_last: int = 2  # step-N checkpoints kept (the newest); 0: all. initial and final always stay
     eval_every: int = 5
     eval_episodes: int = 20  # per (game, opponent, seat)
     eval_opponents: tuple[str, ...] = ("standard",)  # "standard" = the paper's per-game opponents
@@ -514,12 +515,13 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
             cfg.forfeit_tokens,
             cfg.sequence_length,
             cfg.rollout_envs,
+            cfg.keep_last,
         )
         < 0
     ):
         raise ConfigError(
-            "reward_clip, advantage_clip, kl_clamp, forfeit_tokens, sequence_length, rollout_envs "
-            "must be >= 0"
+            "reward_clip, advantage_clip, kl_clamp, forfeit_tokens, sequence_length, rollout_envs, "
+            "keep_last must be >= 0"
         )
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
@@ -565,6 +567,7 @@ RUN_CONFIG = "run_config.json"  # DIR/run_config.json: the resolved settings of 
 SAFE_CHANGES = (
     "steps",
     "save_every",
+    "keep_last",
     "eval_every",
     "eval_episodes",
     "eval_opponents",

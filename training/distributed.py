@@ -138,19 +138,6 @@ def shard(model: torch.nn.Module, mp_policy: Any | None = None) -> torch.nn.Modu
     return model
 
 
-def full_optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """The whole optimizer state for saving, gathered to rank 0's CPU only (other ranks get an
-    empty dict): `cpu_offload=True` with a full state dict moves each gathered tensor to the CPU
-    of rank 0 as it goes, so no GPU ever holds the whole state."""
-    if not is_distributed():
-        return optimizer.state_dict()
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
-
-    return get_optimizer_state_dict(
-        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-    )
-
-
 def saved_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Whole weights for a checkpoint, gathered to rank 0's CPU only (empty on other ranks)."""
     if not is_distributed():
@@ -160,9 +147,30 @@ def saved_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
+def save_optimizer_shards(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """Each rank writes its own shard of the optimizer state into `folder` (torch.distributed.checkpoint,
+    collective): no rank ever holds the whole state (32 GB of AdamW moments for a 4B model)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=str(folder))
+
+
+def load_optimizer_shards(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """The inverse of `save_optimizer_shards` (collective): each rank reads only its own shard
+    (resharded by DCP when the number of ranks changed) into the optimizer."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+    state = {"optimizer": get_optimizer_state_dict(model, optimizer)}  # this rank's shards, to fill
+    dcp.load(state, checkpoint_id=str(folder))
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
+
+
 def load_optimizer_state(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
 ) -> None:
+    """A whole optimizer state dict (one process; or a checkpoint from before the shards)."""
     if not is_distributed():
         optimizer.load_state_dict(state)
         return

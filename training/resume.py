@@ -1,12 +1,15 @@
 """Checkpoints of a training run and `--resume`: where a run starts, what a step checkpoint holds.
 
     checkpoints/initial   before RL: the tiny model built and warm-started, or the base model
-    checkpoints/step-N    weights (gathered to rank 0) + train_state: optimizer (gathered to
-                          rank 0's CPU), scheduler, every rank's RNG state, step, settings
-    checkpoints/final     the same after the last step
+    checkpoints/step-N    weights (gathered to rank 0) + train_state: scheduler, every rank's
+                          RNG state, step, settings (state.pt) and the optimizer: under
+                          torch.distributed each rank's own shard (train_state/optimizer/, torch
+                          DCP), written and read back shard by shard; one process: in state.pt
+    checkpoints/final     the same after the last step (the end of a run writes only `final`)
 
-A resumed run starts from the highest complete step-N that has a train state, else from
-`initial` (after the warm start, which is not redone). The folder format and the atomic writes
+Only the newest `keep_last` step-N folders are kept (`initial` and `final` always). A resumed
+run starts from the latest complete checkpoint that has a train state (step-N or `final`), else
+from `initial` (after the warm start, which is not redone). The folder format and the atomic writes
 are training/checkpoint.py's; the collectives that gather weights and optimizer state are
 training/distributed.py's.
 """
@@ -14,6 +17,7 @@ training/distributed.py's.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -87,10 +91,15 @@ def restore(
     policy: torch.nn.Module,
     opt: torch.optim.Optimizer,
     sched: torch.optim.lr_scheduler.LRScheduler,
+    folder: Path,
 ) -> None:
-    """Optimizer, schedule and this rank's RNG state from a step checkpoint's train state (a run
-    resumed on more ranks than it was saved with gives the new ranks rank 0's RNG state)."""
-    dist.load_optimizer_state(policy, opt, state["optimizer"])
+    """Optimizer, schedule and this rank's RNG state from checkpoint `folder` and its train
+    state (a run resumed on more ranks than it was saved with gives the new ranks rank 0's RNG
+    state). Sharded optimizer states are read shard-locally (training/distributed.py)."""
+    if state.get("optimizer_format") == "dcp":
+        dist.load_optimizer_shards(policy, opt, Path(folder) / ckpt.STATE_DIR / ckpt.OPTIMIZER_DIR)
+    else:  # one process, or a checkpoint written before the shards
+        dist.load_optimizer_state(policy, opt, state["optimizer"])
     sched.load_state_dict(state["scheduler"])
     rngs = state["rng"]
     ckpt.set_rng_state(rngs[dist.rank()] if dist.rank() < len(rngs) else rngs[0])
@@ -106,18 +115,27 @@ def save(
     cfg: TrainConfig,
     tokenizer: Any,
 ) -> None:
-    """A step checkpoint (collective: every rank calls it; rank 0 writes, all wait)."""
+    """A checkpoint (collective: every rank calls it and writes its optimizer shard into the
+    temp folder; rank 0 writes the rest and renames it into place; all wait). Then, for a
+    step-N folder, the step folders beyond the newest `cfg.keep_last` are deleted."""
     full = dist.saved_state_dict(policy)  # gathered to rank 0's CPU only
-    opt_state = dist.full_optimizer_state(policy, opt)
     rngs = dist.all_gather_objects(ckpt.rng_state())
+    tmp = ckpt.temp_dir(target, dist.all_gather_objects(os.getpid())[0])  # one folder for all ranks
     if dist.rank() == 0:
-        state = {
-            "step": step,
-            "optimizer": opt_state,
-            "scheduler": sched.state_dict(),
-            "rng": rngs,
-            "config": cfg.to_dict(),
-        }
+        ckpt.clear_stale(target)
+    dist.barrier()
+    state: dict[str, Any] = {
+        "step": step,
+        "scheduler": sched.state_dict(),
+        "rng": rngs,
+        "config": cfg.to_dict(),
+    }
+    if dist.is_distributed():
+        dist.save_optimizer_shards(policy, opt, tmp / ckpt.STATE_DIR / ckpt.OPTIMIZER_DIR)
+        state["optimizer_format"] = "dcp"
+    else:
+        state["optimizer"] = opt.state_dict()
+    if dist.rank() == 0:
         cpu = {k: v.detach().cpu().contiguous() for k, v in full.items()}
         ckpt.save_checkpoint(
             target,
@@ -126,5 +144,8 @@ def save(
             tokenizer=tokenizer,
             eval_meta=checkpoint_meta(cfg),
             train_state=state,
+            tmp=tmp,
         )
+        if target.name != "final":
+            ckpt.prune_step_checkpoints(target.parent, cfg.keep_last)
     dist.barrier()

@@ -200,6 +200,15 @@ class RolloutWorker:
             )
         return self.tok(text, add_special_tokens=False)["input_ids"]
 
+    def reply_caps(self, prompts: list[list[int]]) -> list[int] | None:
+        """Each reply's token limit: max_new_tokens, or fewer when the sequence has fewer left
+        (the reference's env manager: max(min(max_new_tokens, sequence_length - prompt), 1));
+        None without a sequence_length."""
+        if self.sequence_length <= 0:
+            return None
+        limit = self.settings.max_new_tokens
+        return [max(min(limit, self.sequence_length - len(p)), 1) for p in prompts]
+
     def reply_prefill(self) -> str:
         """What the prompt forces at the start of the reply (reference style only)."""
         if self.style != "reference":
@@ -258,7 +267,12 @@ class RolloutWorker:
                     waiting.append((slot, seat, self._messages(live, seat)))
             if waiting:
                 prompts = [self.render(m) for _, _, m in waiting]
-                gens = self.engine.generate(prompts, self.settings, seed=derive_seed(seed, "round", round_no))
+                gens = self.engine.generate(
+                    prompts,
+                    self.settings,
+                    seed=derive_seed(seed, "round", round_no),
+                    max_tokens=self.reply_caps(prompts),
+                )
                 round_no += 1
                 for (slot, seat, messages), prompt, gen in zip(waiting, prompts, gens, strict=True):
                     slot.clock += len(gen.token_ids) + 1
@@ -363,8 +377,31 @@ class RolloutWorker:
         return turns, result
 
 
+@dataclass(frozen=True)
+class TurnStat:
+    """What the rollout metrics need of one turn (small: gathered from every rank)."""
+
+    game: str
+    seat: int
+    valid: bool
+    truncated: bool
+    response_tokens: int
+    reward: float
+
+
+def turn_stats(turns: list[Turn]) -> list[TurnStat]:
+    return [
+        TurnStat(t.game, t.seat, t.valid, t.truncated, len(t.response_ids), float(t.reward)) for t in turns
+    ]
+
+
 def rollout_metrics(turns: list[Turn], results: list[EpisodeResult]) -> dict[str, float]:
     """Returns, win and invalid rates per game and learner seat (self-play and mixed together)."""
+    return rollout_metrics_of(turn_stats(turns), results)
+
+
+def rollout_metrics_of(stats: list[TurnStat], results: list[EpisodeResult]) -> dict[str, float]:
+    """`rollout_metrics` from turn stats (e.g. every rank's, gathered: training/trainer.py)."""
     out: dict[str, float] = {}
     acc: dict[str, list[float]] = defaultdict(list)
     for r in results:
@@ -375,14 +412,14 @@ def rollout_metrics(turns: list[Turn], results: list[EpisodeResult]) -> dict[str
                 acc[f"win/{key}"].append(1.0 if r.returns[seat] > 0 else 0.0)
             if r.opponent:
                 acc[f"return_vs_{r.opponent}/{key}"].append(r.returns[seat])
-    for t in turns:
+    for t in stats:
         acc[f"invalid/{t.game}/p{t.seat}"].append(0.0 if t.valid else 1.0)
-        acc["response_tokens"].append(float(len(t.response_ids)))
+        acc["response_tokens"].append(float(t.response_tokens))
         acc["reward"].append(t.reward)
     for k, v in acc.items():
         out[k] = sum(v) / len(v)
-    out["invalid_rate"] = sum(0.0 if t.valid else 1.0 for t in turns) / max(1, len(turns))
-    out["truncated_rate"] = sum(1.0 if t.truncated else 0.0 for t in turns) / max(1, len(turns))
+    out["invalid_rate"] = sum(0.0 if t.valid else 1.0 for t in stats) / max(1, len(stats))
+    out["truncated_rate"] = sum(1.0 if t.truncated else 0.0 for t in stats) / max(1, len(stats))
     out["episodes"] = float(len(results))
-    out["turns"] = float(len(turns))
+    out["turns"] = float(len(stats))
     return out

@@ -44,19 +44,19 @@ from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
 from training.batch import Turn, build_rows, gather_response, pack_rows, per_token, turn_token_advantages
-from training.composition import balance, composition_metrics, plan_environments, play_batch
 from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs
 from training.engines import GenSettings
-from training.evaluate import play_share, summarize
 from training.live import LiveView, one_line
 from training.loss import ppo_loss, token_logprobs
 from training.optim import make_optimizer
 from training.precision import compute_context, fsdp_mp_policy, torch_dtype
-from training.preflight import preflight
 from training.rewards import RewardShaping
-from training.rollout import RolloutWorker, rollout_metrics
 from training.tracking import MetricsLog, Tracker
 from training.weight_sync import make_engine, push_weights
+
+# The game stack (OpenSpiel: composition, rollout, evaluate, preflight) is imported where it is
+# used, so that the update alone runs where only torch and transformers are installed
+# (scripts/gpu_check_update.py on a lent GPU image; tests/training/test_gpu_check.py checks it).
 
 
 class NonFiniteLoss(RuntimeError):
@@ -84,6 +84,22 @@ class _UpdateStats:
         self.row_tokens += row_tokens
         self.entropy_sum += entropy_sum
         self.entropy_n += entropy_n
+
+    @classmethod
+    def merged(cls, ranks: list[_UpdateStats]) -> _UpdateStats:
+        """Every rank's sums in one (the row covers the whole batch, not rank 0's share): token
+        sums add up; each optimizer step's loss is the mean over ranks (what FSDP's averaged
+        gradient is the gradient of); the gradient norm is already global (rank 0's)."""
+        out = cls(grad_norms=list(ranks[0].grad_norms))
+        for r in ranks:
+            for k, v in r.sums.items():
+                out.sums[k] = out.sums.get(k, 0.0) + v
+            out.loss_tokens += r.loss_tokens
+            out.row_tokens += r.row_tokens
+            out.entropy_sum += r.entropy_sum
+            out.entropy_n += r.entropy_n
+        out.losses = [sum(step) / len(ranks) for step in zip(*(r.losses for r in ranks), strict=True)]
+        return out
 
     def summary(self, elapsed: float, lr: float) -> dict[str, float]:
         out = {k: v / max(1, self.loss_tokens) for k, v in self.sums.items()}
@@ -134,6 +150,8 @@ class Trainer:
     # --- setup -------------------------------------------------------------------------------
     def preflight(self) -> None:
         """All checks that can fail on bad input, before any work."""
+        from training.preflight import preflight
+
         preflight(self.cfg, self.out, resume=self.resume, allow_changes=self.allow_changes)
         if self.cfg.prompt_style == "reference":  # which prompt text this run trains on, said at start
             self.log(resolve_prompts(self.cfg.prompts)[2])
@@ -168,7 +186,7 @@ class Trainer:
         )
         self.opt, self.sched = make_optimizer(self.policy, cfg)
         if state is not None:
-            resume_mod.restore(state, self.policy, self.opt, self.sched)
+            resume_mod.restore(state, self.policy, self.opt, self.sched, start_from)
         tracker = Tracker(
             cfg.tracker,
             self.out,
@@ -206,7 +224,9 @@ class Trainer:
             if self.reference is not None:
                 dist.shard(self.reference)
 
-    def _rollout_worker(self, settings: GenSettings) -> RolloutWorker:
+    def _rollout_worker(self, settings: GenSettings):
+        from training.rollout import RolloutWorker
+
         cfg = self.cfg
         return RolloutWorker(
             self.engine,
@@ -279,8 +299,7 @@ class Trainer:
                     self.log(one_line(row))
                 if self.stop_after is not None and done - self.start_step >= self.stop_after:
                     return 4
-            self.save(f"step-{cfg.steps}", cfg.steps)
-            self.save("final", cfg.steps)
+            self.save("final", cfg.steps)  # (not also step-N: the same 48 GB twice for qwen3-4b)
             self.log(f"done: {self.ckpt_dir / 'final'}")
         return 0
 
@@ -302,6 +321,9 @@ class Trainer:
     def rollout(self, step: int) -> tuple[list[Turn], dict[str, float]]:
         """This engine group's episodes of the step. The ranks of one vLLM engine play the same
         plan (same prompts, as tensor parallelism needs); only the group's first rank keeps them."""
+        from training.composition import balance, composition_metrics, plan_environments, play_batch
+        from training.rollout import rollout_metrics_of, turn_stats
+
         cfg, lay = self.cfg, self.layout
         plans = plan_environments(
             cfg.games,
@@ -334,17 +356,23 @@ class Trainer:
         elapsed = time.perf_counter() - t0
         memory = probe.read("rollout")  # vLLM still awake: its KV cache counts
         self.engine.sleep()
-        metrics = rollout_metrics(turns, results) | memory | composition_metrics(kept, finished, cfg.games)
-        self._placeholder = turns[:1]  # a row for collectives on a rank with nothing to train
+        # the metrics row describes every engine group's rollout, not rank 0's share alone
+        mine = (turn_stats(turns), results, sum(len(t.response_ids) for t in turns))
+        everyone = dist.all_gather_objects((mine if lay.keeps_rollouts else None, elapsed, memory))
+        shares = [m for m, _, _ in everyone if m is not None]
+        metrics = rollout_metrics_of([s for m in shares for s in m[0]], [r for m in shares for r in m[1]])
+        metrics |= _max_over_ranks([mem for _, _, mem in everyone])
+        metrics |= composition_metrics(kept, finished, cfg.games)
+        slowest = max(e for _, e, _ in everyone)
+        metrics["rollout_s"] = slowest
+        metrics["rollout_tokens_per_s"] = sum(m[2] for m in shares) / max(slowest, 1e-9)
         # the kept trajectories, the same number on every rank that keeps rollouts
         keepers = [r for r in range(self.world) if r % lay.tp == 0]
-        turns = balance(turns, kept, self.rank, dist.all_gather_objects, keepers)
-        if not lay.keeps_rollouts:
-            turns = []
-        gen_tokens = sum(len(t.response_ids) for t in turns)
-        metrics["rollout_s"] = elapsed
-        metrics["rollout_tokens_per_s"] = gen_tokens / max(elapsed, 1e-9)
-        return turns, metrics
+        balanced = balance(turns, kept, self.rank, dist.all_gather_objects, keepers)
+        # a row for collectives on a rank with nothing to train, taken after the moves: a rank
+        # that finished no episode itself may have received some (or has none at all)
+        self._placeholder = placeholder_rows(balanced or turns, cfg.games[0], self.tok.pad_token_id)
+        return (balanced if lay.keeps_rollouts else []), metrics
 
     def assign_advantages(self, turns: list[Turn]) -> dict[str, float]:
         """Gather (rank, episode, seat) trajectories from all ranks, compute the advantages over
@@ -467,7 +495,10 @@ class Trainer:
         if cfg.schedule_unit == "rollout":
             self.sched.step()
         self.opt.zero_grad(set_to_none=True)  # no gradients held through the rollout (vLLM's memory)
-        return acc.summary(time.perf_counter() - t0, lr=self.sched.get_last_lr()[0]) | probe.read("update")
+        everyone = dist.all_gather_objects((acc, time.perf_counter() - t0, probe.read("update")))
+        merged = _UpdateStats.merged([a for a, _, _ in everyone])
+        summary = merged.summary(max(e for _, e, _ in everyone), lr=self.sched.get_last_lr()[0])
+        return summary | _max_over_ranks([m for _, _, m in everyone])
 
     def _optimizer_step(
         self, n_units: int, micro_batches: list[list[tuple[Turn, int]]], step: int, acc: _UpdateStats
@@ -556,6 +587,8 @@ class Trainer:
     def run_eval(self, step: int) -> dict[str, float]:
         """Every engine group plays its share of the evaluation episodes; the shares are
         gathered, so every rank takes part and every rank returns the same numbers."""
+        from training.evaluate import play_share, summarize
+
         cfg = self.cfg
         self.engine.wake_up()
         t0 = time.perf_counter()
@@ -573,6 +606,28 @@ class Trainer:
         out = summarize([s for s in shares if s is not None])
         out["eval_s"] = time.perf_counter() - t0
         return out
+
+
+def placeholder_rows(turns: list[Turn], game: str, pad_id: int | None) -> list[Turn]:
+    """One turn to run (with zero weight) when this rank has no micro-batch of its own: its first
+    turn, or a one-token stand-in when it holds none."""
+    if turns:
+        return turns[:1]
+    tok = pad_id if pad_id is not None else 0
+    return [
+        Turn(
+            game, seat=0, episode=-1, index=0, prompt_ids=[tok], response_ids=[tok], behaviour_logprobs=[0.0]
+        )
+    ]
+
+
+def _max_over_ranks(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Per key, the largest value any rank reported (memory peaks)."""
+    out: dict[str, float] = {}
+    for row in rows:
+        for k, v in row.items():
+            out[k] = max(v, out.get(k, v))
+    return out
 
 
 def _lengths(turns: Iterable[Turn]) -> list[int]:

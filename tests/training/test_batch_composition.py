@@ -25,7 +25,7 @@ class SometimesWrong:
     def __init__(self, tok):
         self.tok = tok
 
-    def generate(self, prompts, settings, seed):
+    def generate(self, prompts, settings, seed, max_tokens=None):
         out = []
         for i, p in enumerate(prompts):
             text = self.tok.decode(p)

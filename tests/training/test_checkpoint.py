@@ -76,3 +76,24 @@ def test_shared_folder_token_tells_ranks_apart(tmp_path):
     assert shared_folder_token(shared, "abc", write=False)  # a rank on the same filesystem sees it
     assert not shared_folder_token(other_node, "abc", write=False)  # a node with its own disk does not
     assert not shared_folder_token(shared, "stale", write=False)  # an old marker does not count
+
+
+def _fake_step(folder, step):
+    (folder / ckpt.STATE_DIR).mkdir(parents=True)
+    torch.save({"step": step}, folder / ckpt.STATE_DIR / "state.pt")
+    (folder / ckpt.MARKER).write_text("ok\n")
+
+
+def test_keep_last_prunes_old_steps_and_final_counts_as_latest(tmp_path):
+    for n in (5, 10, 15):
+        _fake_step(tmp_path / f"step-{n}", n)
+    (tmp_path / "initial").mkdir()
+    removed = ckpt.prune_step_checkpoints(tmp_path, keep_last=2)
+    assert [p.name for p in removed] == ["step-5"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["initial", "step-10", "step-15"]
+    assert ckpt.prune_step_checkpoints(tmp_path, keep_last=0) == []  # 0: keep all
+    assert ckpt.latest_step_checkpoint(tmp_path) == (15, tmp_path / "step-15")
+    _fake_step(tmp_path / "final", 20)  # the end of a run: final only, at its step (from state.pt)
+    assert ckpt.latest_step_checkpoint(tmp_path) == (20, tmp_path / "final")
+    ckpt.prune_step_checkpoints(tmp_path, keep_last=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["final", "initial", "step-15"]

@@ -39,7 +39,7 @@ class FirstEmptyCell(ScriptedEngine):
         self.tok = tok
         self.broken = broken
 
-    def generate(self, prompts, settings, seed):
+    def generate(self, prompts, settings, seed, max_tokens=None):
         out = []
         for p in prompts:
             text = self.tok.decode(p)
@@ -141,7 +141,7 @@ class ReferenceFirstLegal(ScriptedEngine):
         self.runaway = runaway
         self.prompts = []
 
-    def generate(self, prompts, settings, seed):
+    def generate(self, prompts, settings, seed, max_tokens=None):
         out = []
         for p in prompts:
             text = self.tok.decode(p)
@@ -205,3 +205,41 @@ def test_reference_chat_rendering_as_the_env_manager():
         "<|im_start|>user\nU2<|im_end|><|im_start|>assistant\n<think>\n"
     )  # earlier thinking kept, no newline after <|im_end|>, the reply's "<think>" forced
     assert render_reference_chat(msgs[:2], thinking=False).endswith("<|im_start|>assistant\n<answer>")
+
+
+class RecordingCaps(ReferenceFirstLegal):
+    """ReferenceFirstLegal that records the per-prompt reply limits it was given."""
+
+    def __init__(self, tok):
+        super().__init__(tok)
+        self.caps = []
+
+    def generate(self, prompts, settings, seed, max_tokens=None):
+        self.caps.append((list(map(len, prompts)), max_tokens))
+        return super().generate(prompts, settings, seed)
+
+
+def test_reply_limit_is_the_tokens_left_in_the_sequence(tok):
+    # the reference's env manager: max_new_tokens = max(min(max_new_tokens, sequence_length - prompt), 1)
+    engine = RecordingCaps(tok)
+    worker = _worker(engine, tok, sequence_length=10_000)
+    worker.style = "reference"
+    worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert all(caps == [16] * len(lens) for lens, caps in engine.caps)  # far from the end: 16
+    first = engine.caps[0][0][0]
+    worker.sequence_length = first + 5  # 5 tokens left after the first prompt
+    engine.caps.clear()
+    worker.play([EpisodeSpec("tic_tac_toe", 1, (0, 1))], seed=0)
+    assert engine.caps[0][1] == [5]
+    assert worker.reply_caps([[1] * (first + 9)]) == [1]  # never below one token
+    worker.sequence_length = 0  # off (the tiny preset): the engine's own limit
+    assert worker.reply_caps([[1] * 3]) is None
+
+
+def test_transformers_engine_cuts_each_reply_at_its_limit(tok, micro_model_dir):
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
+    engine = TransformersEngine(model, pad_id=tok.pad_token_id, eos_ids=[], batch_size=4)
+    prompt = tok("x", add_special_tokens=False)["input_ids"]
+    gens = engine.generate([prompt] * 3, GenSettings(1.0, 1.0, 0, 6), seed=0, max_tokens=[1, 3, 6])
+    assert [len(g.token_ids) for g in gens] == [1, 3, 6]  # no end-of-turn token: all cut
+    assert not any(g.stopped for g in gens) and [len(g.logprobs) for g in gens] == [1, 3, 6]

@@ -23,8 +23,9 @@ def test_micro_cli_run_end_to_end(tmp_path):
         main(["--preset", "micro", "--output", str(out), "--steps", "2", "eval_every=2", "eval_episodes=2"])
         == 0
     )
-    for name in ("initial", "step-1", "step-2", "final"):
+    for name in ("initial", "step-1", "final"):
         assert (out / "checkpoints" / name / "COMPLETE").exists(), name
+    assert not (out / "checkpoints" / "step-2").exists()  # the last step is `final` only
     meta = json.loads((out / "checkpoints" / "final" / "mars_eval.json").read_text())
     assert meta["prompt_style"] == "compact" and meta["max_tokens"] == 16
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -48,8 +49,10 @@ def test_micro_cli_run_end_to_end(tmp_path):
 
 
 def test_resume_matches_uninterrupted(tmp_path):
-    cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0})
+    cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0, "keep_last": 1})
     assert Trainer(cfg, tmp_path / "a", **QUIET).run() == 0
+    kept = sorted(p.name for p in (tmp_path / "a" / "checkpoints").iterdir())
+    assert kept == ["final", "initial", "step-2"]
     assert Trainer(cfg, tmp_path / "b", stop_after=2, **QUIET).run() == 4  # "killed" after step 2
     assert not (tmp_path / "b" / "checkpoints" / "final").exists()
     assert Trainer(cfg, tmp_path / "b", resume=True, **QUIET).run() == 0

@@ -1,6 +1,7 @@
 """One generation interface for rollouts, two engines.
 
-    engine.generate(prompts: list[list[int]], settings, seed) -> list[Generation]
+    engine.generate(prompts: list[list[int]], settings, seed, max_tokens=None) -> list[Generation]
+                                           # max_tokens: a reply limit per prompt (else settings')
     engine.update_weights(named_tensors)   # after every update, consumed one tensor at a time
     engine.shares_weights_with(policy)     # True: generates with the policy module, no push
     engine.sleep() / engine.wake_up()      # free / retake accelerator memory around updates
@@ -36,7 +37,9 @@ class Generation:
 
 
 class GenerationEngine(Protocol):
-    def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]: ...
+    def generate(
+        self, prompts: list[list[int]], settings: GenSettings, seed: int, max_tokens: list[int] | None = None
+    ) -> list[Generation]: ...
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None: ...
 

@@ -40,7 +40,11 @@ class TransformersEngine:
         return next(self.model.parameters()).device
 
     @torch.no_grad()
-    def _sample(self, prompts: list[list[int]], s: GenSettings) -> list[tuple[list[int], bool]]:
+    def _sample(
+        self, prompts: list[list[int]], s: GenSettings, caps: list[int]
+    ) -> list[tuple[list[int], bool]]:
+        """Sampled replies and whether each stopped; row b is cut at caps[b] tokens (tokens are
+        drawn one after another, so cutting after the fact is sampling with that limit)."""
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attn = torch.zeros_like(ids)
@@ -54,15 +58,15 @@ class TransformersEngine:
             temperature=s.temperature,
             top_p=s.top_p,
             top_k=s.top_k,
-            max_new_tokens=s.max_new_tokens,
+            max_new_tokens=max(caps),
             pad_token_id=self.pad_id,
             eos_token_id=self.eos_ids,
         )
         rows = []
         for b in range(len(prompts)):
-            gen = out[b, width:].tolist()
+            gen = out[b, width:].tolist()[: caps[b]]
             cut = next((i for i, t in enumerate(gen) if t in self.eos_ids), None)
-            rows.append((gen[: cut + 1], True) if cut is not None else (gen[: s.max_new_tokens], False))
+            rows.append((gen[: cut + 1], True) if cut is not None else (gen, False))
         return rows
 
     @torch.no_grad()
@@ -82,7 +86,10 @@ class TransformersEngine:
             out.extend(gather_response(logp.cpu(), mask))
         return out
 
-    def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], settings: GenSettings, seed: int, max_tokens: list[int] | None = None
+    ) -> list[Generation]:
+        caps = max_tokens or [settings.max_new_tokens] * len(prompts)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -90,7 +97,7 @@ class TransformersEngine:
             for c, i in enumerate(range(0, len(prompts), self.batch_size)):
                 chunk = prompts[i : i + self.batch_size]
                 torch.manual_seed(seed * 1000 + c)  # deterministic per (step seed, chunk)
-                sampled = self._sample(chunk, settings)
+                sampled = self._sample(chunk, settings, caps[i : i + self.batch_size])
                 # an empty response cannot be scored or trained on; keep one pad token (invalid anyway)
                 responses = [toks if toks else [self.pad_id] for toks, _ in sampled]
                 logps = self.score(chunk, responses, settings.temperature)

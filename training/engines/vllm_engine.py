@@ -132,7 +132,11 @@ class VLLMEngine:
         )
         self.asleep = False
 
-    def generate(self, prompts: list[list[int]], settings: GenSettings, seed: int) -> list[Generation]:
+    def generate(
+        self, prompts: list[list[int]], settings: GenSettings, seed: int, max_tokens: list[int] | None = None
+    ) -> list[Generation]:
+        """`max_tokens`: a limit per prompt (default settings.max_new_tokens for all)."""
+        caps = max_tokens or [settings.max_new_tokens] * len(prompts)
         SamplingParams, TokensPrompt = self.api.SamplingParams, self.api.TokensPrompt  # noqa: N806
         if self.asleep:
             self.wake_up()
@@ -141,7 +145,7 @@ class VLLMEngine:
                 temperature=settings.temperature,
                 top_p=settings.top_p,
                 top_k=settings.top_k if settings.top_k > 0 else -1,
-                max_tokens=settings.max_new_tokens,
+                max_tokens=caps[i],
                 logprobs=0,  # only the sampled token's log-prob
                 seed=seed * 100003 + i,  # per request: independent of batch composition
             )
