@@ -125,8 +125,7 @@ def save_checkpoint(
 
     def write(tmp: Path) -> None:
         model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-        if tokenizer is not None:  # (scripts/gpu_check_update.py's random model has none)
-            tokenizer.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
         (tmp / "mars_eval.json").write_text(json.dumps(eval_meta, indent=2) + "\n")
         if train_state is not None:
             (tmp / STATE_DIR).mkdir(exist_ok=True)

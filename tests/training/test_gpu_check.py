@@ -1,0 +1,73 @@
+"""Part a of the GPU check (scripts/gpu_check_update.py) on the CPU: the same code at a small shape,
+two gloo ranks under torchrun, with the game stack and the evaluation packages unimportable (the
+lent GPU image has torch and transformers only)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "gpu_check_update.py"
+# packages of ours that are not torch's or transformers' dependencies: not on the lent image
+ABSENT = ("pyspiel", "openai", "rich", "math_verify", "autogen_agentchat", "autogen_ext", "typer", "vllm")
+HANG_S = 600
+
+
+def _blocked(folder: Path) -> Path:
+    folder.mkdir()
+    for name in ABSENT:
+        (folder / f"{name}.py").write_text(f"raise ImportError('{name} is not installed on the GPU image')\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_update_check_runs_on_cpu_at_a_small_shape(tmp_path):
+    from test_fsdp import _free_port, _kill_all
+
+    work = tmp_path / "work"
+    path = [str(_blocked(tmp_path / "absent")), str(REPO)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path + [os.environ.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    cmd += ["--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(SCRIPT), str(work)]
+    proc = subprocess.Popen(
+        [*cmd, "--shape=small"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=HANG_S)
+    except subprocess.TimeoutExpired:
+        _kill_all(proc)
+        _, err = proc.communicate()
+        pytest.fail(f"the check hung: {err[-3000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    r = json.loads((work / "gpu_check_update.json").read_text())
+    assert r["ok"] and r["backend"] == "gloo" and r["world_size"] == 2
+    assert r["checks"] == {
+        "three_adamw_steps": True,
+        "finite": True,
+        "push_exact": True,
+        "resume_exact": True,
+    }
+    # the layouts of the preset at this scale: the longest row alone, two rows padded to half
+    # the budget (sequence_length 200 - 1000 + 1024 + max_new_tokens 64 = 288; budget 320)
+    assert [(s["rows"], s["padded_tokens"]) for s in r["steps"]] == [(1, 288), (2, 320), (1, 288)]
+    assert r["estimate"]["assumptions"]["longest_row_tokens"] == 288
+    assert all(s["attention"] in ("flash", "mem_efficient", "cudnn", "math") for s in r["steps"])
+    assert all(s["tokens_per_s"] > 0 and s["mfu"] is None for s in r["steps"])  # no peak on a CPU
+    assert r["push"]["unequal"] == [] and r["push"]["tied"] and r["push"]["changed"] > 0
+    # the optimizer saved shard by shard: one file per rank, read back into a fresh optimizer
+    assert r["resume"]["optimizer_files"] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert r["resume"]["max_abs_diff"] == 0.0
+    state = work / "run" / "checkpoints" / "step-2" / "train_state"
+    import torch
+
+    saved = torch.load(state / "state.pt", weights_only=False)
+    assert saved["optimizer_format"] == "dcp" and "optimizer" not in saved  # no whole state on rank 0
