@@ -170,6 +170,8 @@ def estimate_memory(args: argparse.Namespace) -> int:
         lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["update"].items()]
         lines.append(f"rollout      {report['rollout_peak_gib']:8.2f} GiB per GPU")
         lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["rollout"].items()]
+        if report["vllm_gpu_memory_utilization"] is not None:
+            lines.append(f"vllm_gpu_memory_utilization {report['vllm_gpu_memory_utilization']:.2f}")
         lines.append(f"({a['not_measured']}; formulas: training/memory.py)")
         text = "\n".join(lines)
     try:

@@ -32,6 +32,8 @@ class TrainConfig:
     master_dtype: str = "float32"  # policy weights + AdamW state ("float32" = fp32 master weights)
     device: str = "auto"  # "auto" | "cpu" | "cuda"
     gradient_checkpointing: bool = False
+    # vLLM's share of each GPU; 0: auto, the largest share that fits beside what training keeps
+    # resident (training/memory.py largest_vllm_share; chosen and printed at setup)
     vllm_gpu_memory_utilization: float = 0.35
     vllm_tensor_parallel: int = 1  # GPUs per vLLM engine (external_launcher: one engine per TP group)
     # --- games and rollouts ---
@@ -146,6 +148,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         dtype="bfloat16",
         device="cuda",
         gradient_checkpointing=True,
+        vllm_gpu_memory_utilization=0.0,  # auto (reference: 0.8): the largest share that fits
         games=("tic_tac_toe", "kuhn_poker", "mini_hanabi"),
         prompt_style="reference",
         prompts="auto",  # the reference text when `mars-eval prompts import mars PATH` was run
@@ -483,9 +486,9 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         raise ConfigError(f"minibatches={cfg.minibatches} exceeds the trajectories per rank")
     if not 0.0 <= cfg.mix_fraction <= 1.0:
         raise ConfigError(f"mix_fraction must be in [0, 1] (got {cfg.mix_fraction})")
-    if not 0.0 < cfg.vllm_gpu_memory_utilization <= 1.0:  # vLLM's share of each GPU
+    if not 0.0 <= cfg.vllm_gpu_memory_utilization <= 1.0:  # vLLM's share of each GPU (0: auto)
         raise ConfigError(
-            f"vllm_gpu_memory_utilization must be in (0, 1] (got {cfg.vllm_gpu_memory_utilization})"
+            f"vllm_gpu_memory_utilization must be in [0, 1] (got {cfg.vllm_gpu_memory_utilization}; 0: auto)"
         )
     if not 0.0 < cfg.gamma <= 1.0:
         raise ConfigError(f"gamma must be in (0, 1] (got {cfg.gamma})")
@@ -548,7 +551,10 @@ def derived(cfg: TrainConfig, world_size: int = 1) -> dict[str, Any]:
         "world_size": world_size,
         "vllm_tensor_parallel": tp,
         "trajectories_per_rank": per_rank,
-        "trajectories_per_game_and_rank": per_rank // max(1, len(cfg.games)),
+        # under "oversample" the games' shares are whatever finishes first: no fixed split
+        "trajectories_per_game_and_rank": per_rank // max(1, len(cfg.games))
+        if cfg.batch_composition == "fixed"
+        else None,
         "optimizer_steps_per_rollout_batch": optimizer_steps_per_rollout(cfg),
         "trajectories_per_optimizer_step": cfg.rollout_batch / cfg.minibatches,
         "rollout_envs": rollout_envs(cfg) if cfg.batch_composition == "oversample" else 0,

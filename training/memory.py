@@ -214,6 +214,14 @@ def update_terms(
     }
 
 
+def largest_vllm_share(resident_gib: float, gpu_gib: float) -> float:
+    """vLLM's `gpu_memory_utilization` for vllm_gpu_memory_utilization=0 (auto): the largest
+    share of the GPU, in hundredths, that fits beside `resident_gib` (what training keeps on the
+    GPU through the rollout: master weights, AdamW moments, reference model, runtime); 0 when
+    nothing fits. vLLM takes this share of the whole GPU for its weights, activations and KV cache."""
+    return max(0.0, int(100 * (gpu_gib - resident_gib) / gpu_gib) / 100)
+
+
 def estimate(
     cfg: TrainConfig,
     world_size: int,
@@ -267,8 +275,9 @@ def estimate(
     # gradients are freed at the end of the update (training/trainer.py), before the rollout
     resident = ("master_weights", "adamw_moments", "reference_model", "generation_model")
     rollout = {k: update[k] for k in resident}
-    rollout["vllm"] = cfg.vllm_gpu_memory_utilization * gpu_gib if vllm else 0.0
     rollout["runtime"] = update["runtime"]
+    share = cfg.vllm_gpu_memory_utilization or largest_vllm_share(sum(rollout.values()), gpu_gib)
+    rollout["vllm"] = share * gpu_gib if vllm else 0.0
     b = BYTES[cfg.dtype]
     vllm_free = rollout["vllm"] * GIB - shape.params * b
     update_peak, rollout_peak = sum(update.values()), sum(rollout.values())
@@ -278,7 +287,9 @@ def estimate(
         "gpu_memory_gib": gpu_gib,
         "update_peak_gib": round(update_peak, 2),
         "rollout_peak_gib": round(rollout_peak, 2),
-        "fits": max(update_peak, rollout_peak) <= gpu_gib,
+        "fits": max(update_peak, rollout_peak) <= gpu_gib and share > 0,
+        # the setting (0 = auto: the largest share that fits beside what training keeps resident)
+        "vllm_gpu_memory_utilization": share if vllm else None,
         "breakdown": {
             "update": {k: round(v, 3) for k, v in update.items()},
             "rollout": {k: round(v, 3) for k, v in rollout.items()},

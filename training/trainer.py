@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from mars_eval.mas.base import derive_seed
-from mars_eval.models.base import SamplingParams
+from mars_eval.models.base import ConfigError, SamplingParams
 from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
@@ -175,6 +175,8 @@ class Trainer:
         if state is not None:
             self.log(f"resuming from {start_from} (step {self.start_step})")
         self._load_models(start_from, initial)
+        if cfg.engine == "vllm" and cfg.vllm_gpu_memory_utilization == 0:
+            cfg = self.cfg = self._auto_vllm_share(cfg, start_from)
         self.engine = make_engine(
             cfg,
             start_from,
@@ -223,6 +225,24 @@ class Trainer:
             dist.shard(self.policy, fsdp_mp_policy(cfg.dtype, cfg.master_dtype))
             if self.reference is not None:
                 dist.shard(self.reference)
+
+    def _auto_vllm_share(self, cfg: TrainConfig, model: Path) -> TrainConfig:
+        """vllm_gpu_memory_utilization=0: the largest share that fits (training/memory.py),
+        from this GPU's size and the model's shape; said in the log."""
+        from dataclasses import replace
+
+        from training.memory import GIB, estimate, model_shape
+
+        gib = torch.cuda.get_device_properties(self.device).total_memory / GIB
+        report = estimate(cfg, self.world, gib, model_shape(str(model)), sharded=self.layout.sharded)
+        share = report["vllm_gpu_memory_utilization"]
+        if not share:
+            raise ConfigError(f"vllm_gpu_memory_utilization=0 (auto): nothing left for vLLM on {gib:.0f} GiB")
+        self.log(
+            f"vllm_gpu_memory_utilization={share} (auto: the largest share of {gib:.0f} GiB beside "
+            f"{report['rollout_peak_gib'] - share * gib:.1f} GiB training keeps resident)"
+        )
+        return replace(cfg, vllm_gpu_memory_utilization=share)
 
     def _rollout_worker(self, settings: GenSettings):
         from training.rollout import RolloutWorker

@@ -119,7 +119,9 @@ def test_reference_preset_update_budget_and_loss_settings():
     assert d["optimizer_steps_per_rollout_batch"] == 48
     assert d["trajectories_per_optimizer_step"] == 8
     assert d["total_optimizer_steps"] == 9600
-    assert d["trajectories_per_game_and_rank"] == 16
+    assert d["trajectories_per_game_and_rank"] is None  # oversample: no fixed split per game
+    fixed = derived(build_config("qwen3-4b", overrides={"batch_composition": "fixed"}), 8)
+    assert fixed["trajectories_per_game_and_rank"] == 16
     assert (cfg.dual_clip, cfg.loss_agg, cfg.normalization, cfg.kl_clamp) == (
         1.4,
         "trajectory",
@@ -159,7 +161,7 @@ def test_print_config_json_with_derived_figures(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["config"]["rollout_batch"] == 384 and out["config"]["minibatches"] == 48
     assert out["derived"]["total_optimizer_steps"] == 9600
-    assert out["derived"]["trajectories_per_game_and_rank"] == 16
+    assert out["derived"]["trajectories_per_game_and_rank"] is None  # oversample: no per-game split
     # bad settings still fail with one line and exit 2
     assert main(["--preset", "qwen3-4b", "--print-config", "--world-size", "5"]) == 2
     assert "does not split evenly" in capsys.readouterr().err

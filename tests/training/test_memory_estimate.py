@@ -73,7 +73,13 @@ def test_qwen3_4b_fits_on_8_x_80_gib_and_the_old_layout_did_not():
     cfg = build_config("qwen3-4b")
     report = estimate(cfg, 8, 80.0)
     assert report["fits"] and report["update_peak_gib"] < 80 and report["rollout_peak_gib"] < 80
-    assert report["breakdown"]["rollout"]["vllm"] == pytest.approx(0.35 * 80)
+    # vllm_gpu_memory_utilization=0 (the preset: auto): the largest share in hundredths that fits
+    share = report["vllm_gpu_memory_utilization"]
+    assert share == 0.89 and report["breakdown"]["rollout"]["vllm"] == pytest.approx(share * 80)
+    resident = report["rollout_peak_gib"] - share * 80
+    assert resident + share * 80 <= 80 < resident + (share + 0.01) * 80
+    fixed = estimate(build_config("qwen3-4b", overrides={"vllm_gpu_memory_utilization": 0.35}), 8, 80.0)
+    assert fixed["vllm_gpu_memory_utilization"] == 0.35  # a set share is kept
     assert report["assumptions"]["longest_row_tokens"] == 32768 - 1000 + 1024 + 4096
     update = report["breakdown"]["update"]
     assert update["master_weights"] == pytest.approx(4 * 4_022_468_096 / 8 / 2**30, abs=1e-3)
@@ -84,7 +90,8 @@ def test_qwen3_4b_fits_on_8_x_80_gib_and_the_old_layout_did_not():
     assert old["update_peak_gib"] > 2 * report["update_peak_gib"]
     no_checkpointing = estimate(build_config("qwen3-4b", overrides={"gradient_checkpointing": False}), 8, 80)
     assert not no_checkpointing["fits"]
-    assert not estimate(cfg, 8, 24.0)["fits"]  # a small card: the rollout's vLLM share alone is too much
+    assert not estimate(cfg, 8, 24.0)["fits"]  # a small card: the update alone is too much
+    assert estimate(cfg, 8, 7.0)["vllm_gpu_memory_utilization"] == 0.0  # nothing left for vLLM
 
 
 def test_the_command_prints_json_with_the_agreed_keys(capsys):
