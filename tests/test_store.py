@@ -8,8 +8,9 @@ import json
 import pytest
 
 from mars_eval.models.base import ChatResponse, SamplingParams
+from mars_eval.run.cached_client import CachedClient
 from mars_eval.run.metrics import accuracy_metrics
-from mars_eval.run.store import CachedClient, RunStore
+from mars_eval.run.store import RunStore
 
 
 def test_torn_trailing_line_is_dropped_and_truncated(tmp_path):

@@ -134,7 +134,7 @@ class ModelClient(Protocol):
 
 @runtime_checkable
 class CallCache(Protocol):
-    """A client that keeps completed calls (the run store's CachedClient). A call path that does
+    """A client that keeps completed calls (run/cached_client.py's CachedClient). A call path that does
     not go through `chat` (autogen's own OpenAI client) answers from it and adds to it, under the
     same key, so a rerun never re-sends a finished call whichever path made it."""
 

@@ -50,11 +50,12 @@ from mars_eval.games.play import outcome, play_episode, summarize_episodes
 from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ConfigError, ModelClient, SamplingParams
 from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.run.cached_client import CachedClient
 from mars_eval.run.failures import error_kinds, exit_code, sample_error, stops_run, worst
 from mars_eval.run.identity import engine_kind, model_identity, read_config
 from mars_eval.run.intervals import episode_intervals, format_interval
 from mars_eval.run.progress import progress_bar
-from mars_eval.run.store import LOCK_NAME, CachedClient, RunStore, config_hash, held_lock, slug
+from mars_eval.run.store import LOCK_NAME, RunStore, config_hash, held_lock, slug
 from mars_eval.run.units import run_all
 from mars_eval.textsafe import plain, shown
 

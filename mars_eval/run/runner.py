@@ -26,6 +26,7 @@ from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, Sa
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
 from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.run.cached_client import CachedClient
 from mars_eval.run.failures import error_kinds, sample_error, stops_run
 from mars_eval.run.identity import (
     IDENTITY_VERSION,
@@ -42,7 +43,7 @@ from mars_eval.run.matching import find_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
-from mars_eval.run.store import LOCK_NAME, CachedClient, RunStore, held_lock
+from mars_eval.run.store import LOCK_NAME, RunStore, held_lock
 from mars_eval.run.units import run_all
 from mars_eval.tasks import load_problems, make_task
 from mars_eval.tasks.base import Problem, Task

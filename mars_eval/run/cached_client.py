@@ -1,0 +1,87 @@
+"""The caching client: a ModelClient that answers completed calls from the run store.
+
+A call is keyed by (model, messages, params) through `RunStore.call_key`; a hit is served from
+calls.sqlite (or rebuilt from the transcript it points at), a miss is sent and stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
+from mars_eval.run.store import RunStore
+
+
+class CachedClient:
+    """A ModelClient that answers completed calls from the run store and stores new ones.
+
+    The per-call seed is part of the key (SampleContext derives it per agent and call), so
+    identical prompts in different samples or turns are still distinct calls.
+
+    The inner client is checked lazily (`lazy_check`): an in-process engine is loaded at the
+    first call the store cannot answer, so a rerun whose calls are all stored never loads it.
+    """
+
+    def __init__(
+        self, inner: ModelClient, store: RunStore, *, lazy_check: bool = False, key_model: str | None = None
+    ):
+        self.inner = inner
+        self.store = store
+        self.model = inner.model
+        # The model name in call keys: the run's model identity (a checkpoint's resolved path),
+        # or for a folder made by an earlier version, the name its calls were stored under.
+        self.key_model = key_model or inner.model
+        self.sent = 0  # calls actually sent this process (not served from the store)
+        # Told of every finished call (completion tokens, sent now rather than stored): live progress.
+        self.on_reply: Callable[[int, bool], None] | None = None
+        self._lazy = lazy_check
+        self._checked = False
+        self._check_lock: asyncio.Lock | None = None
+
+    def stored_reply(self, messages: list[Message], params: SamplingParams) -> ChatResponse | None:
+        hit = self.store.get_call(RunStore.call_key(self.key_model, messages, params))
+        if hit is not None:
+            hit.cached = True
+            self._replied(hit, False)
+        return hit
+
+    def store_reply(self, messages: list[Message], params: SamplingParams, resp: ChatResponse) -> None:
+        self.sent += 1
+        self.store.put_call(RunStore.call_key(self.key_model, messages, params), resp)
+        self._replied(resp, True)
+
+    def _replied(self, resp: ChatResponse, sent: bool) -> None:
+        if self.on_reply is not None:
+            self.on_reply(resp.completion_tokens, sent)
+
+    async def chat(self, messages: list[Message], params: SamplingParams) -> ChatResponse:
+        key = RunStore.call_key(self.key_model, messages, params)
+        hit = self.store.get_call(key)
+        if hit is not None:
+            hit.cached = True
+            self._replied(hit, False)
+            return hit
+        if self._lazy and not self._checked:
+            await self.check()
+        resp = await self.inner.chat(messages, params)
+        self.sent += 1
+        self.store.put_call(key, resp)
+        self._replied(resp, True)
+        return resp
+
+    @property
+    def checked(self) -> bool:
+        """Whether the inner client was checked (for an in-process engine: loaded)."""
+        return self._checked
+
+    async def check(self) -> None:
+        if self._check_lock is None:
+            self._check_lock = asyncio.Lock()
+        async with self._check_lock:  # concurrent first calls check once
+            if not self._checked:
+                await self.inner.check()
+                self._checked = True
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
