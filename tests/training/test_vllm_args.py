@@ -34,4 +34,24 @@ def test_trainer_rollout_plan_per_tensor_parallel_group():
     cfg = build_config("qwen3-4b", overrides={"vllm_tensor_parallel": "2"})
     d = derived(cfg, world_size=8)
     assert d["trajectories_per_rank"] == 96  # 384 over 4 engines
-    assert d["trajectories_per_game_and_rank"] == 32
+    assert d["trajectories_per_game_and_rank"] is None  # oversample: no fixed split per game
+
+
+def test_compile_cache_off_unless_the_user_chose(monkeypatch):
+    from training.engines.vllm_engine import vllm_environment
+
+    monkeypatch.delenv("VLLM_DISABLE_COMPILE_CACHE", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
+    assert vllm_environment() == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_DISABLE_COMPILE_CACHE": "1"}
+    monkeypatch.setenv("VLLM_DISABLE_COMPILE_CACHE", "0")  # a user's own choice is kept
+    assert vllm_environment()["VLLM_DISABLE_COMPILE_CACHE"] == "0"
+
+
+def test_vllm_extra_is_pinned_to_one_minor_release():
+    import re
+    import tomllib
+    from pathlib import Path
+
+    meta = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    (spec,) = meta["project"]["optional-dependencies"]["vllm"]
+    assert re.fullmatch(r"vllm>=0\.33,<0\.34", spec)  # an upper bound: no untested release

@@ -52,6 +52,22 @@ def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> 
     return len(weights)
 
 
+# Set before vLLM is imported, unless the user set them:
+#   VLLM_ENABLE_V1_MULTIPROCESSING=0  the worker in this process (it receives tensors directly);
+#   VLLM_DISABLE_COMPILE_CACHE=1      every rank compiles its own graphs instead of reading and
+#       writing the shared torch.compile cache under ~/.cache/vllm: eight engines starting at once
+#       on one node race on that cache (a known vLLM issue; verl sets the same). The cost is each
+#       rank compiling at start-up (tens of seconds), every run.
+VLLM_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_DISABLE_COMPILE_CACHE": "1"}
+
+
+def vllm_environment() -> dict[str, str]:
+    """Apply VLLM_ENV where unset; returns the values in effect."""
+    for key, value in VLLM_ENV.items():
+        os.environ.setdefault(key, value)
+    return {key: os.environ[key] for key in VLLM_ENV}
+
+
 def engine_kwargs(
     model_dir: str,
     *,
@@ -109,7 +125,7 @@ class VLLMEngine:
     ):
         """`api`: a module offering vLLM's `LLM`, `SamplingParams` and `TokensPrompt` (tests
         pass a CPU double); None imports vllm and needs a CUDA GPU."""
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        vllm_environment()
         if api is None:
             try:
                 import vllm as api
