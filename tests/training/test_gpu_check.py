@@ -71,3 +71,14 @@ def test_update_check_runs_on_cpu_at_a_small_shape(tmp_path):
 
     saved = torch.load(state / "state.pt", weights_only=False)
     assert saved["optimizer_format"] == "dcp" and "optimizer" not in saved  # no whole state on rank 0
+
+
+def test_vllm_check_builds_a_listed_tokenizer():
+    # part b (scripts/gpu_check_vllm.py) needs vLLM and a GPU; its tokenizer is built from a word
+    # list (nothing trained) and must round-trip ids
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_check_vllm
+
+    tok = gpu_check_vllm.word_tokenizer(50)
+    assert tok("w3 w49 w7", add_special_tokens=False)["input_ids"] == [3, 49, 7]
+    assert tok.pad_token_id == 0 and tok.eos_token_id == 1 and len(tok) == 50

@@ -1,5 +1,5 @@
 """The vLLM engine: runs only where vllm and a CUDA GPU exist (skipped elsewhere; run by
-scripts/gpu-check.sh)."""
+scripts/gpu-check.sh vllm covers the engine beside the trainer)."""
 
 import pytest
 
