@@ -200,6 +200,9 @@ def check_torch(version: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command. Under torchrun a rank ends through `exit_process` (no interpreter
     finalization: training/distributed.py says why), with the same exit status."""
+    from mars_eval.models.threads import apply_cpu_thread_policy
+
+    apply_cpu_thread_policy()  # before torch loads (a passive OpenMP wait: mars_eval.models.threads)
     from training import distributed as dist
 
     if not dist.launched_by_torchrun():

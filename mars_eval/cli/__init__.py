@@ -11,6 +11,9 @@ from typing import Any
 
 
 def main() -> None:
+    from mars_eval.models.threads import apply_cpu_thread_policy
+
+    apply_cpu_thread_policy()  # before torch loads: OpenMP reads it once, at start
     from mars_eval.cli.application import main as run_main
 
     run_main()
