@@ -6,6 +6,8 @@ task and finish reason to a JSONL file. The labels (the answer a careful reader 
 reply) are added by hand afterwards: tests/data/real_replies/replies.jsonl.
 
     python scripts/collect_real_replies.py OUT_DIR   # after `mars-eval models pull smollm2-135m-instruct`
+
+MATH500_FILE: a local copy of MATH-500 (default ../shared/data/math500.jsonl).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ MODEL = "smollm2-135m-instruct"
 COMMON = ["--model", MODEL, "--no-thinking", "--seed", "0", "--json"]
 RUNS = {
     "single-arith": ["--system", "single", "--task", "arith", "--limit", "12", "--samples", "3"],
-    "single-math": ["--system", "single", "--task", "math500", "--limit", "10", "--samples", "2"],
+    "single-math": ["--system", "single", "--task", "math500", "--limit", "10", "--samples", "2"]
+    + ["--data-files", os.environ.get("MATH500_FILE", str(REPO.parent / "shared" / "data" / "math500.jsonl"))],
     "single-choice": [
         "--system",
         "single",

@@ -12,8 +12,15 @@ Math answers (`extract_math_answer`), in this order of preference:
      because ..."), else the rest of the line when it is short: a formula as is, a sentence
      ("the number of ways is 120") by its last number;
   3. the last number on the final non-empty line, unless that line hedges between numbers
-     ("maybe 12 or 13?").
-  Nothing found: None (the sample is scored wrong, never guessed).
+     ("maybe 12 or 13?"), or reads as cut off or as working rather than a conclusion: a
+     numbered or bulleted step ("8. Now we add 1 to the"; a step that starts with its value,
+     "3. 28 (total)", gives that value), a line that stops on a word no sentence ends with
+     ("... if she reads 11 pages a day for"), or an empty box followed by more working
+     ("\\boxed{}\\textbf{1280} = 1280 * 5 = 600"; "\\boxed{} so 9" is 9).
+  A stated answer that is itself an empty box ("your answer is within \\boxed{}") is skipped.
+  Nothing found: None (the sample is scored wrong, never guessed). What the real model
+  (SmolLM2-135M, tests/data/real_replies) writes when it runs out of tokens is why rule 3
+  is guarded: a reply cut mid-list has no final answer, and the step number is not one.
 
 Multiple-choice letters (`extract_choice_letter`): the rules are written and numbered in
 `mars_eval.tasks.choice` (answer phrases, formatting, articles, negation, hedges, last
@@ -35,7 +42,17 @@ _NUM = r"[+-]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"  # 12, -3.5, 1,000
 # A number that ends the answer: "42", "42.", "42 because ...", "5 apples"; not "2 \sqrt{3}".
 _LEADING_NUMBER = re.compile(rf"^({_NUM}(?:/\d+)?)(?=\s*$|[.,;:!)](?!\d)|\s+[A-Za-z])")
 _NUMBER = re.compile(_NUM)
+_STEP_VALUE = re.compile(rf"^({_NUM})(?!\d|[.,]\d)(?!\s*[-+*/^=x×])")  # "28 (total)"; not "28 + 3 = 31"
 _HEDGED_NUMBERS = re.compile(r"\d\$?,?\s+or\s+\$?[+-]?\d")  # "maybe 12 or 13": a hedge, no answer
+_EMPTY_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{\s*\}")
+_LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022]|step\s+\d+\s*[:.])(?:\s+|$)", re.IGNORECASE)
+# A line ending on a word that cannot end a sentence was cut off mid-sentence.
+_CUT_OFF_END = re.compile(
+    r"\b(?:a|an|the|of|for|to|by|in|on|at|with|from|and|or|is|are|was|were|that|which|there|each|"
+    r"we|then|so|because|than|as|into|per)\s*$",
+    re.IGNORECASE,
+)
+_SENTENCE_PLAIN = re.compile(r"^[A-Z][a-z]+\s+[a-z]+\b")  # "Ines has 1": a sentence, not a formula
 _MAX_PLAIN_ANSWER = 40  # a plain-text "answer is ..." longer than this is prose, not an answer
 _MAX_PLAIN_WORDS = 2  # "x^2 + 1" is an answer; "the number of ways is 120" is a sentence
 
@@ -130,7 +147,14 @@ def _clean_stated(rest: str) -> str | None:
     plain = rest.rstrip(" .;").strip("*").strip()
     if not plain or len(plain) > _MAX_PLAIN_ANSWER:
         return None
-    if len(re.findall(r"[A-Za-z]{2,}", plain)) > _MAX_PLAIN_WORDS and "\\" not in plain:
+    if "=" in plain and "\\" not in plain:  # "100 + 100 = 200 dollars": what it equals
+        right = plain.rsplit("=", 1)[1].strip()
+        number = _LEADING_NUMBER.match(right)
+        if number is not None:
+            return number.group(1)
+    if "\\" not in plain and (
+        len(re.findall(r"[A-Za-z]{2,}", plain)) > _MAX_PLAIN_WORDS or _SENTENCE_PLAIN.match(plain)
+    ):
         numbers = _NUMBER.findall(plain)  # a sentence: its last number, if any, is the answer
         return numbers[-1] if numbers else None
     return plain
@@ -145,12 +169,30 @@ def extract_math_answer(text: str | None) -> str | None:
     if boxed is not None:
         return unwrap_answer(boxed)
     for m in reversed(list(_ANSWER_LEAD.finditer(text))):
-        stated = _clean_stated(text[m.end() :].split("\n", 1)[0])
+        line = text[m.end() :].split("\n", 1)[0]
+        if _EMPTY_BOX.search(line):  # "the answer is \boxed{}": nothing stated here
+            continue
+        stated = _clean_stated(line)
         if stated is not None:
             return stated
+    empty = list(_EMPTY_BOX.finditer(text))
+    if empty and "=" in text[empty[-1].end() :]:  # the box left empty, then more working: no answer
+        return None
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    if lines and _HEDGED_NUMBERS.search(lines[-1]) is None:
-        numbers = _NUMBER.findall(lines[-1])
-        if numbers:
-            return numbers[-1]
-    return None
+    return _final_line_number(lines[-1]) if lines else None
+
+
+def _final_line_number(line: str) -> str | None:
+    """Rule 3: the last number of the final line, when that line reads as a conclusion."""
+    if _HEDGED_NUMBERS.search(line) is not None:
+        return None
+    item = _LIST_ITEM.match(line)
+    if item is not None:  # a step of a list: only a value it starts with ("3. 28 (total)")
+        number = _STEP_VALUE.match(line[item.end() :].strip())
+        return number.group(1) if number is not None else None
+    numbers = _NUMBER.findall(line)
+    if not numbers:
+        return None
+    if _CUT_OFF_END.search(line) is not None:  # "... 11 pages a day for": stopped mid-sentence
+        return None
+    return numbers[-1]
