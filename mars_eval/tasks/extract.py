@@ -46,6 +46,9 @@ _STEP_VALUE = re.compile(rf"^({_NUM})(?!\d|[.,]\d)(?!\s*[-+*/^=x×])")  # "28 (t
 _HEDGED_NUMBERS = re.compile(r"\d\$?,?\s+or\s+\$?[+-]?\d")  # "maybe 12 or 13": a hedge, no answer
 _EMPTY_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{\s*\}")
 _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022]|step\s+\d+\s*[:.])(?:\s+|$)", re.IGNORECASE)
+_CONCLUSION = re.compile(r"^(?:therefore|thus|hence|so)\b", re.IGNORECASE)
+_ENUMERATION_END = re.compile(rf"{_NUM}\s*,\s*{_NUM}\s*,\s*{_NUM}\s*,?\s*$")  # "... 192, 4": cut mid-list
+_OPERAND = re.compile(r"\s*[*/+^×-]\s*\S")  # the number is an operand, not a result
 # A line ending on a word that cannot end a sentence was cut off mid-sentence.
 _CUT_OFF_END = re.compile(
     r"\b(?:a|an|the|of|for|to|by|in|on|at|with|from|and|or|is|are|was|were|that|which|there|each|"
@@ -178,21 +181,40 @@ def extract_math_answer(text: str | None) -> str | None:
     empty = list(_EMPTY_BOX.finditer(text))
     if empty and "=" in text[empty[-1].end() :]:  # the box left empty, then more working: no answer
         return None
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return _final_line_number(lines[-1]) if lines else None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    if not _NUMBER.search(lines[-1]) and lines[-1].endswith((".", "!")):  # a finished closing remark
+        # after "Therefore ... is 8.": the conclusion is the answer
+        for line in reversed(lines[-3:-1]):
+            if _CONCLUSION.match(line):
+                return _final_line_number(line, lines[-2] if len(lines) > 1 else "")
+    return _final_line_number(lines[-1], lines[-2] if len(lines) > 1 else "")
 
 
-def _final_line_number(line: str) -> str | None:
+def _final_line_number(line: str, before: str = "") -> str | None:
     """Rule 3: the last number of the final line, when that line reads as a conclusion."""
     if _HEDGED_NUMBERS.search(line) is not None:
         return None
+    if line.count("(") > line.count(")") or line.replace("\\$", "").count("$") % 2:
+        return None  # cut inside a formula: "= (0, 0, 1", "... and $x"
+    step = re.match(r"\s*(\d+)[.)]\s", before)
+    if step is not None and line.isdigit() and str(int(step.group(1)) + 1).startswith(line):
+        return None  # the next step's number, cut before its text: "12. ...\n1" (of "13.")
     item = _LIST_ITEM.match(line)
     if item is not None:  # a step of a list: only a value it starts with ("3. 28 (total)")
         number = _STEP_VALUE.match(line[item.end() :].strip())
         return number.group(1) if number is not None else None
-    numbers = _NUMBER.findall(line)
+    numbers = list(_NUMBER.finditer(line))
     if not numbers:
         return None
+    last = numbers[-1]
+    if (
+        _ENUMERATION_END.search(line)
+        or _OPERAND.match(line, last.end())
+        or line[: last.start()].endswith(("^", "_"))
+    ):
+        return None  # a list of numbers cut off, an operand ("4 * side"), an exponent
     if _CUT_OFF_END.search(line) is not None:  # "... 11 pages a day for": stopped mid-sentence
         return None
-    return numbers[-1]
+    return last.group(0)
