@@ -25,7 +25,10 @@ COMMON = ["--model", MODEL, "--no-thinking", "--seed", "0", "--json"]
 RUNS = {
     "single-arith": ["--system", "single", "--task", "arith", "--limit", "12", "--samples", "3"],
     "single-math": ["--system", "single", "--task", "math500", "--limit", "10", "--samples", "2"]
-    + ["--data-files", os.environ.get("MATH500_FILE", str(REPO.parent / "shared" / "data" / "math500.jsonl"))],
+    + [
+        "--data-files",
+        os.environ.get("MATH500_FILE", str(REPO.parent / "shared" / "data" / "math500.jsonl")),
+    ],
     "single-choice": [
         "--system",
         "single",

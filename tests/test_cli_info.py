@@ -163,6 +163,10 @@ def test_readme_mentions_every_preset_and_what_the_tiny_model_is() -> None:
     assert "tic-tac-toe" in quick and "not a\nmath model" in quick and "scores 0%" in quick
     assert "mars-eval games --games tic_tac_toe --opponents random --model results/tiny" in quick
     assert "mars-eval list" in quick and "--version" in quick
+    # issue 25: the first command pulls a real model and runs a multi-agent system on it
+    first = re.search(r"```bash\n([^\n]*)\n```", quick).group(1)
+    assert "mars-eval models pull smollm2-135m-instruct" in first
+    assert "mas --system debate --task arith --model smollm2-135m-instruct" in first
 
 
 @pytest.mark.slow
