@@ -65,6 +65,7 @@ def engine_generate(folder: str, chats, new_tokens: int) -> tuple[float, int]:
         replies = await asyncio.gather(*(engine.chat(c, params) for c in chats))
         took = time.perf_counter() - started
         await engine.aclose()
+        print(json.dumps({"engine_generate_calls": engine.batches - 1}), file=sys.stderr)
         return sum(r.completion_tokens for r in replies) / took, sum(r.completion_tokens for r in replies)
 
     return asyncio.run(go())
@@ -127,5 +128,5 @@ if __name__ == "__main__":
     elif what == "threads":
         bench_threads()
     else:
-        for b in (1, 8):
+        for b in [int(x) for x in sys.argv[2:]] or [1, 8]:
             bench_engine(b)
