@@ -23,7 +23,8 @@ import tempfile
 import time
 
 from mars_eval.games import ALL_GAMES, make_game, make_opponent
-from mars_eval.run.games_runner import build_config, run_games
+from mars_eval.run.games_config import build_config
+from mars_eval.run.games_runner import run_games
 
 
 def render_and_parse_us(name: str, episodes: int) -> float:

@@ -221,7 +221,7 @@ def test_games_rows_without_episodes_show_no_figures_and_partner_rows_their_seat
 
     from rich.console import Console
 
-    from mars_eval.run.games_runner import print_results
+    from mars_eval.report.games_console import print_results
 
     def row(game: str, opponent: str, seat: str, n: int, coop: bool) -> dict:
         base = {"game": game, "opponent": opponent, "seat": seat, "cooperative": coop, "episodes": n}

@@ -161,7 +161,7 @@ def test_summary_table_shows_markup_model_names_literally() -> None:
 
 
 def test_games_table_shows_markup_model_names_literally() -> None:
-    from mars_eval.run.games_runner import print_results
+    from mars_eval.report.games_console import print_results
 
     summary = {
         "agent": None,

@@ -22,12 +22,12 @@ def _no_work(*args: object, **kwargs: object) -> None:
 
 def run_main(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> tuple:
     """(exit code, stdout, stderr) of `mars-eval ARGV` run in this process, with no work allowed."""
+    import mars_eval.cli.games_cmds
     import mars_eval.models
-    import mars_eval.run.games_runner
     import mars_eval.run.runner
 
     monkeypatch.setattr(mars_eval.run.runner, "run_eval", _no_work)
-    monkeypatch.setattr(mars_eval.run.games_runner, "games_command", _no_work)
+    monkeypatch.setattr(mars_eval.cli.games_cmds, "games_command", _no_work)
     monkeypatch.setattr(mars_eval.models, "make_client", _no_work)
     monkeypatch.setattr(sys, "argv", ["mars-eval", *argv])
     with pytest.raises(SystemExit) as exit_info:
@@ -242,9 +242,9 @@ def test_usage_errors_are_one_line_and_exit_2(argv, words, monkeypatch, capsys) 
 
 def test_command_exit_codes_pass_through_the_entry_point(monkeypatch, capsys, tmp_path) -> None:
     """`games` ends with typer.Exit(code): the entry point must hand that code to the shell."""
-    import mars_eval.run.games_runner
+    import mars_eval.cli.games_cmds
 
-    monkeypatch.setattr(mars_eval.run.games_runner, "games_command", lambda **kw: 3)
+    monkeypatch.setattr(mars_eval.cli.games_cmds, "games_command", lambda **kw: 3)
     monkeypatch.setattr(sys, "argv", ["mars-eval", "games", "--agent", "random", "--output", str(tmp_path)])
     with pytest.raises(SystemExit) as exit_info:
         cli.main()

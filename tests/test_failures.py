@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from mars_eval.cli.games_cmds import games_command
 from mars_eval.models.base import ConfigError, ModelAccessError
 from mars_eval.run import failures
 from mars_eval.run import games_runner as games
@@ -83,7 +84,7 @@ def _failing_first_episode(monkeypatch, error: BaseException) -> list[str]:
 )
 def test_games_exit_code_follows_the_failed_episodes(tmp_path, monkeypatch, capsys, error, code, kind):
     played = _failing_first_episode(monkeypatch, error)
-    assert games.games_command(json_out=True, **_games_options(tmp_path)) == code
+    assert games_command(json_out=True, **_games_options(tmp_path)) == code
     (run_dir,) = (tmp_path / "runs").iterdir()
     records = list(RunStore.load_records(run_dir / "samples.jsonl").values())
     assert len(played) == len(records) == 4  # two seats x two episodes: the others finished
@@ -97,7 +98,7 @@ def test_games_stop_when_the_run_folder_cannot_be_written(tmp_path, monkeypatch)
     stored as an episode's "internal" error that a rerun would retry."""
     _failing_first_episode(monkeypatch, StoreError("cannot write samples.jsonl: disk full"))
     with pytest.raises(StoreError):
-        games.games_command(**_games_options(tmp_path))
+        games_command(**_games_options(tmp_path))
 
 
 def test_suite_cell_exit_codes_come_from_the_classifier(monkeypatch):

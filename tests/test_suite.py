@@ -241,7 +241,7 @@ def test_expand_models_orders_checkpoints_by_step(tmp_path):
 def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
     """`games --model A --model B`: every config is built (checked) first, then one run per model,
     and --json lists the runs."""
-    from mars_eval.run import games_runner
+    from mars_eval.cli import games_cmds
 
     ran = []
 
@@ -257,11 +257,11 @@ def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
             "normalization": "",
         }
 
-    monkeypatch.setattr(games_runner, "run_games", fake_run_games)
-    monkeypatch.setattr(games_runner, "print_results", lambda *a, **k: None)
+    monkeypatch.setattr(games_cmds, "run_games", fake_run_games)
+    monkeypatch.setattr(games_cmds, "print_results", lambda *a, **k: None)
     options = games_options("runs", games="kuhn_poker", base_url=["http://127.0.0.1:9/v1"], episodes=2)
     del options["model"]  # given per call below
-    code = games_runner.games_command(json_out=True, model=["a", "b"], **options)
+    code = games_cmds.games_command(json_out=True, model=["a", "b"], **options)
     assert ran == ["a", "b"] and code == 3  # b had an errored episode
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["model"], r["run_dir"]) for r in last["runs"]] == [
@@ -269,7 +269,7 @@ def test_games_takes_several_models_one_run_each(monkeypatch, capsys):
         ("b", "runs/games-b"),
     ]
     with pytest.raises(ConfigError, match="prompt style"):  # a bad option fails before any run
-        games_runner.games_command(model=["a", "b"], **{**options, "prompt_style": "wide"})
+        games_cmds.games_command(model=["a", "b"], **{**options, "prompt_style": "wide"})
     assert ran == ["a", "b"]
 
 

@@ -226,7 +226,7 @@ def games(
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
-    from mars_eval.run.games_runner import games_command
+    from mars_eval.cli.games_cmds import games_command
 
     validate.check_run_options(
         concurrency=concurrency, request_timeout=request_timeout, max_attempts=max_attempts

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mars_eval.run.games_runner import GamesConfig, build_config
+from mars_eval.run.games_config import GamesConfig, build_config
 
 
 def games_options(output: str | Path, **overrides: Any) -> dict[str, Any]:
