@@ -22,6 +22,7 @@ import sys
 from mars_eval.cli.help_format import RichHelpParser
 from mars_eval.cli.validate import check_train_output
 from mars_eval.models.base import ConfigError
+from mars_eval.run.failures import BAD_INPUT, INTERRUPTED, OK
 from mars_eval.textsafe import plain
 from training.config import PRESETS, SAFE_CHANGES, build_config, derived, parse_overrides, validate
 
@@ -133,7 +134,7 @@ def print_config(args: argparse.Namespace) -> int:
         print(text, flush=True)
     except BrokenPipeError:  # `mars-train --print-config | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+    return OK
 
 
 def _resolved(args: argparse.Namespace):
@@ -178,7 +179,7 @@ def estimate_memory(args: argparse.Namespace) -> int:
         print(text, flush=True)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+    return OK
 
 
 MIN_TORCH = (2, 6)  # torch.distributed.fsdp.fully_shard and MixedPrecisionPolicy (FSDP2) are public
@@ -241,15 +242,15 @@ def _main(argv: list[str] | None = None) -> int:
         trainer.preflight()
     except ConfigError as exc:
         print(f"mars-train: error: {plain(exc)}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     try:
         return trainer.run()
     except ConfigError as exc:  # found only once work started (e.g. a model that will not load)
         print(f"mars-train: error: {plain(exc)}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     except KeyboardInterrupt:
         print("mars-train: interrupted; rerun with --resume to continue", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ import torch
 
 from mars_eval.mas.base import derive_seed
 from mars_eval.models.base import ConfigError, SamplingParams
+from mars_eval.run.failures import OK, SOME_ERRORED, STOPPED_EARLY
 from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
@@ -306,7 +307,7 @@ class Trainer:
                     self.metrics.write(
                         {"step": step + 1, "stopped": "non-finite loss", "last_good": last_good}
                     )
-                    return 3
+                    return SOME_ERRORED  # the last good checkpoint resumes
                 done = row["step"]
                 # the row before the checkpoint: a resume from step-N always finds row N, and
                 # rows after the checkpoint it resumes from are trimmed (no gaps, no duplicates)
@@ -318,10 +319,10 @@ class Trainer:
                 if not view.enabled:
                     self.log(one_line(row))
                 if self.stop_after is not None and done - self.start_step >= self.stop_after:
-                    return 4
+                    return STOPPED_EARLY
             self.save("final", cfg.steps)  # (not also step-N: the same 48 GB twice for qwen3-4b)
             self.log(f"done: {self.ckpt_dir / 'final'}")
-        return 0
+        return OK
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One rollout batch, start to finish; the metrics row of step `step + 1`."""

@@ -44,6 +44,7 @@ from mars_eval.analysis.stats import (
 )
 from mars_eval.analysis.tables import problem_key
 from mars_eval.models.base import ConfigError
+from mars_eval.run.failures import OK, SOME_ERRORED
 from mars_eval.run.store import RunStore
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
@@ -451,4 +452,4 @@ def compare_command(run_a: str, run_b: str, json_out: bool = False, seed: int = 
         print(f"skipped: {plain(line)}", file=sys.stderr)
     if json_out:
         print(strict_dumps(out), flush=True)
-    return 3 if skipped else 0
+    return SOME_ERRORED if skipped else OK

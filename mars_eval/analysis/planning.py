@@ -48,6 +48,7 @@ from mars_eval.analysis.power import (
 )
 from mars_eval.analysis.tables import per_problem_scores
 from mars_eval.models.base import ConfigError
+from mars_eval.run.failures import OK
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
 DEFAULT_BETWEEN_SHARE = 0.5
@@ -287,4 +288,4 @@ def plan_command(json_out: bool = False, **options: Any) -> int:
     print_plan(plan, Console() if sys.stdout.isatty() else Console(width=120))
     if json_out:
         print(strict_dumps(plan), flush=True)
-    return 0
+    return OK

@@ -260,7 +260,7 @@ def games(
         request_timeout=request_timeout,
         max_attempts=max_attempts,
     )
-    raise typer.Exit(code or 0)
+    raise typer.Exit(code or exitcodes.OK)
 
 
 @app.command()

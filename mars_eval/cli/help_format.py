@@ -22,6 +22,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mars_eval.run.failures import BAD_INPUT
+
 
 class RichHelpParser(argparse.ArgumentParser):
     """An ArgumentParser whose help is a typer-style panel; `defaults` maps an option's dest to
@@ -85,7 +87,7 @@ class RichHelpParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """A usage error in one line (the project's rule for bad input), exit status 2."""
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def usage_line(self) -> str:
         """`prog [OPTIONS] ARGS`, as typer writes it (the options are in the panel below)."""

@@ -280,7 +280,7 @@ def export(
     _say_skipped(skipped)
     Console(stderr=True).print(f"{rows} rows written to {escape(out)}")
     if skipped:
-        raise typer.Exit(3)  # written, without what could not be read (named above)
+        raise typer.Exit(exitcodes.SOME_ERRORED)  # written, without what could not be read (named above)
 
 
 def report(
@@ -324,7 +324,7 @@ def report(
     _say_skipped(skipped)
     print(path, flush=True)
     if skipped:
-        raise typer.Exit(3)  # written, without what could not be read (named above)
+        raise typer.Exit(exitcodes.SOME_ERRORED)  # written, without what could not be read (named above)
 
 
 def _say_skipped(lines: list[str]) -> None:

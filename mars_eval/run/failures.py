@@ -30,6 +30,8 @@ OK = 0  # every sample (episode, step) finished and was scored
 UNEXPECTED = 1  # a bug, or the run folder could not be written mid-run
 BAD_INPUT = 2  # bad input (one line on stderr), found before any work where it can be
 SOME_ERRORED = 3  # the run finished, but some samples errored: the same command retries them
+STOPPED_EARLY = 4  # mars-train only: stopped after the steps a test asked for (Trainer stop_after)
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, the shell's convention)
 
 MODEL_ACCESS = "model access"
 SCORER = "scorer"
