@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ChatResponse, ConfigError, Message, SamplingParams
+from mars_eval.run.records import SampleRecord, record_problem
 
 LOCK_NAME = ".lock"
 FLUSH_EVERY_S = 1.0  # reference rewrites and the clock are committed at most this often
@@ -58,55 +59,9 @@ _SURROGATES = re.compile("[\ud800-\udfff]")
 _STORAGE_ERRORS = (OSError, sqlite3.DatabaseError)
 
 
-# The types a samples.jsonl line's fields must have to be read (None is always allowed): a line
-# that is valid JSON with other types (edited by hand, another tool) is skipped and named.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "error": (str,),
-    "problem_id": (str, int),
-    "sample": (int,),
-    "correct": (bool, int),
-    "transcript": (list,),
-    "messages": (list,),
-    "details": (dict,),
-    "calls": (int,),
-    "prompt_tokens": (int,),
-    "completion_tokens": (int,),
-    "final_text": (str,),
-    "final_text_from": (int,),
-    "game": (str,),
-    "opponent": (str,),
-    "seat": (str,),
-    "returns": (list,),
-}
-
-
-def record_problem(rec: Any) -> str | None:
-    """Why a parsed samples.jsonl line is not a record this version reads (None: it is one)."""
-    if not isinstance(rec, dict):
-        return f"a JSON {_kind(rec)}, not an object"
-    if not isinstance(rec.get("key"), str):
-        return '"key" is missing or not text'
-    for name, kinds in _FIELD_TYPES.items():
-        value = rec.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            return f'"{name}" is a JSON {_kind(value)}'
-    if any(not isinstance(e, dict) for e in rec.get("transcript") or ()):
-        return '"transcript" holds an entry that is not an object'
-    if any(not isinstance(m, dict) for m in rec.get("messages") or ()):
-        return '"messages" holds an entry that is not an object'
-    return None
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
 def scan_records(
     path: Path, skipped: list[str] | None = None, whole: list[int] | None = None
-) -> Iterator[tuple[int, int, dict[str, Any]]]:
+) -> Iterator[tuple[int, int, SampleRecord]]:
     """(byte offset, line length, record) of every readable line of a samples.jsonl, in order,
     stopping at a torn trailing line (a killed write). A whole line that is not JSON, or not a
     record (`record_problem`), is left out and, with `skipped`, named there ("line N: why"),
@@ -123,6 +78,8 @@ def scan_records(
                 rec = json.loads(raw)
             except ValueError:  # a whole line that is not JSON (edited by hand): skipped
                 bad[number] = (None, "not JSON")
+            except RecursionError:  # nested deeper than the parser goes: skipped, not a crash
+                bad[number] = (None, "nested too deep")
             else:
                 why = record_problem(rec)
                 if why is None:
