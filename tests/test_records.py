@@ -27,8 +27,10 @@ def test_malformed_lines_are_skipped_by_line_and_the_rest_read(tmp_path):
         {"content": "x", "new_messages": [{"parts": [{"ref": 0}]}]},  # to itself, not earlier
         {"content": "x", "new_messages": [{"parts": 3}]},
     ]
+    no_text = {"key": "bad-5", "transcript": [{"content": None}, {"new_messages": [{"parts": [{"ref": 0}]}]}]}
     lines = [json.dumps(_good("ok-1"))]
     lines += [json.dumps({"key": f"bad-{i}", "transcript": [e]}) for i, e in enumerate(bad_entries)]
+    lines.append(json.dumps(no_text))  # a reference to an entry without a reply's text
     lines.append("[" * 100_000 + "]" * 100_000)  # nested past the JSON parser's recursion limit
     lines.append(json.dumps(_good("ok-2")))
     path = tmp_path / "samples.jsonl"
@@ -36,6 +38,6 @@ def test_malformed_lines_are_skipped_by_line_and_the_rest_read(tmp_path):
     skipped: list[str] = []
     records = RunStore.load_records(path, skipped=skipped)
     assert sorted(records) == ["ok-1", "ok-2"]
-    assert [s.split(":", 1)[0] for s in skipped] == [f"line {n}" for n in range(2, 8)]
+    assert [s.split(":", 1)[0] for s in skipped] == [f"line {n}" for n in range(2, 9)]
     assert "nested too deep" in skipped[-1] and "transcript" in skipped[0]
     assert records["ok-2"]["final_text"] == "ok"

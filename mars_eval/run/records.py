@@ -91,16 +91,17 @@ def record_problem(rec: Any) -> str | None:
             return f'"{name}" is a JSON {_kind(value)}'
     if any(not isinstance(m, dict) for m in rec.get("messages") or ()):
         return '"messages" holds an entry that is not an object'
-    for i, entry in enumerate(rec.get("transcript") or ()):
-        why = _entry_problem(entry, i)
+    transcript = rec.get("transcript") or []
+    for i, entry in enumerate(transcript):
+        why = _entry_problem(entry, i, transcript)
         if why is not None:
             return f'"transcript" entry {i}: {why}'
     return None
 
 
-def _entry_problem(entry: Any, index: int) -> str | None:
-    """Why a transcript entry cannot be shown or replayed (None: it can). `index` bounds the
-    references its messages' parts may make (to earlier entries only)."""
+def _entry_problem(entry: Any, index: int, transcript: list[Any]) -> str | None:
+    """Why a transcript entry cannot be shown or replayed (None: it can). Its messages' parts may
+    reference only earlier entries (before `index`) that hold a reply's text."""
     if not isinstance(entry, dict):
         return f"a JSON {_kind(entry)}, not an object"
     for name in _ENTRY_TEXT:
@@ -125,6 +126,8 @@ def _entry_problem(entry: Any, index: int) -> str | None:
                 continue
             ref = p.get("ref") if isinstance(p, dict) else None
             if not (isinstance(ref, int) and not isinstance(ref, bool) and 0 <= ref < index):
+                return "a message part is neither text nor a reference to an earlier reply"
+            if not isinstance(transcript[ref].get("content"), str):
                 return "a message part is neither text nor a reference to an earlier reply"
     return None
 
