@@ -10,7 +10,7 @@ import pytest
 import typer
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+FLAG = re.compile(r"--[a-z][a-z0-9-]*|-[A-Z]\b")  # long flags and one-letter ones (-S)
 
 
 def synopsis(command: str) -> str:

@@ -127,7 +127,7 @@ def test_vote_matches_the_calls_of_a_mad_run_of_the_same_configuration(tmp_path)
 
     from mars_eval.models.base import ConfigError
     from mars_eval.run.identity import model_identity
-    from mars_eval.run.runner import matched_votes
+    from mars_eval.run.runner import matched_value
 
     def identity(system: str, model: str) -> dict:
         return cfg(tmp_path, system=system, model=model).identity(model_identity(model, "http"), "data")
@@ -137,12 +137,12 @@ def test_vote_matches_the_calls_of_a_mad_run_of_the_same_configuration(tmp_path)
     (run / "config.json").write_text(json.dumps({**identity("mad", "oracle"), "command": "c1"}))
     (run / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.6, "n": 10, "samples": 1}))
     vote = cfg(tmp_path, system="vote", model="oracle")
-    assert matched_votes(vote, Console(quiet=True), identity("vote", "oracle"), 10) == 5
-    assert vote.vote_match["run"] == "arith-mad-oracle-abc"
+    assert matched_value(vote, Console(quiet=True), identity("vote", "oracle"), 10, "votes") == 5
+    assert vote.matched["run"] == "arith-mad-oracle-abc"
     with pytest.raises(ConfigError, match="closest, arith-mad-oracle-abc, differs in: model"):
-        matched_votes(vote, Console(quiet=True), identity("vote", "other"), 10)
+        matched_value(vote, Console(quiet=True), identity("vote", "other"), 10, "votes")
     with pytest.raises(ConfigError, match=r"differs in: problems \(10 vs 4\)"):
-        matched_votes(vote, Console(quiet=True), identity("vote", "oracle"), 4)
+        matched_value(vote, Console(quiet=True), identity("vote", "oracle"), 4, "votes")
 
 
 # --- run lifecycle (issue 10): resume message, wall time, lazy model load, exit codes -----------

@@ -41,6 +41,7 @@ CKPT = "the checkpoint's mars_eval.json, else "
 
 
 @app.command()
+@opt.with_system_options
 def mas(
     task: Annotated[
         str,
@@ -69,9 +70,6 @@ def mas(
     presence_penalty: opt.PresencePenalty = None,
     max_tokens: opt.MaxTokens = None,
     thinking: opt.Thinking = True,
-    rounds: opt.Rounds = None,
-    agents: opt.Agents = None,
-    votes: opt.Votes = None,
     output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
     json_out: opt.JsonSummary = False,
@@ -81,15 +79,6 @@ def mas(
     serve: Annotated[
         bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
     ] = False,
-    autogen_client: opt.AutogenClient = "auto",
-    autogen_style: opt.AutogenStyle = "maslab",
-    mad_judge: opt.MadJudge = "first-round",
-    samples_per_answer: opt.SamplesPerAnswer = None,
-    turns: opt.Turns = None,
-    topology: opt.Topology = None,
-    macnet_handoff: opt.MacnetHandoff = None,
-    mad_stop: opt.MadStop = "reference",
-    debate_style: opt.DebateStyle = "du",
     gpqa_order: opt.GpqaOrder = "shuffled",
     question_field: opt.QuestionField = None,
     answer_field: opt.AnswerField = None,
@@ -102,6 +91,7 @@ def mas(
     sampling: opt.Sampling = "qwen3",
     match_system: opt.MatchSystem = "mad",
     match_run: opt.MatchRun = None,
+    system_options: dict | None = None,
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
@@ -113,10 +103,8 @@ def mas(
     # --serve: vLLM loads (and may download) the model; it is a served name, not an in-process one
     validate.check_model_and_output(base_url, None if serve else model, output)
     validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
-    validate.check_choice("--autogen-client", autogen_client, ("auto", "openai", "adapter"))
-    from mars_eval.mas import check_system_flags
-
-    check_system_flags([system], given)  # "--votes is used by vote only": one line, exit 2
+    # "--votes is used by vote only", a bad option value: one line, exit 2
+    [system] = opt.check_systems([system], given, served=bool(base_url) or serve)
     from mars_eval.tasks import make_task, task_with_gpqa_order
 
     task = task_with_gpqa_order(task, gpqa_order)

@@ -21,44 +21,6 @@ from rich.table import Table
 
 from mars_eval.textsafe import shown
 
-# What each system is and which `mas` options it reads (with their defaults).
-SYSTEMS: dict[str, tuple[str, dict[str, str]]] = {
-    "single": ("one agent answers once (the baseline)", {}),
-    "mad": (
-        "Liang et al. MAD: affirmative and negative debate, a moderator may end each round; "
-        "else a judge picks after the last",
-        {"--rounds": "3", "--mad-judge": "first-round"},
-    ),
-    "autogen": (
-        "AutoGen (MASLab): assistant and user proxy, until TERMINATE or 3 assistant turns",
-        {"--rounds": "3", "--autogen-style": "maslab", "--autogen-client": "auto"},
-    ),
-    "debate": (
-        "Du et al. debate: agents answer, read each other, answer again",
-        {"--agents": "3", "--rounds": "2"},
-    ),
-    "vote": (
-        "majority vote over independent single-agent answers (compute-matched to MAD)",
-        {"--votes": "the newest mad run's calls per sample, else 5"},
-    ),
-    "self-consistency": (
-        "N independent single-agent answers, the majority wins (as vote, never compute-matched)",
-        {"--samples-per-answer": "5"},
-    ),
-    "dylan": (
-        "DyLAN (MASLab math variant): layers of agents stopping on agreement, a ranker keeps the "
-        "best 2 for a last layer; agent importance scores",
-        {"--agents": "4"},
-    ),
-    "agentverse": (
-        "AgentVerse (MASLab): expert recruitment, solver and critics, an evaluator, in turns",
-        {"--agents": "2", "--turns": "3", "--rounds": "3"},
-    ),
-    "macnet": (
-        "MacNet (MASLab): agents on a graph hand answers along its edges, the exit node answers",
-        {"--agents": "5", "--topology": "random", "--macnet-handoff": "maslab"},
-    ),
-}
 
 OPPONENT_NOTES = {
     "mcts<N>": "Monte Carlo tree search with N simulations (board games)",
@@ -105,12 +67,17 @@ def _tasks() -> list[dict[str, Any]]:
 
 
 def _systems() -> list[dict[str, Any]]:
-    from mars_eval.mas import SYSTEM_NAMES
+    """Each registered system with its summary and options (flag -> default), from its
+    declaration."""
+    from mars_eval.mas import system_class, system_names
+    from mars_eval.mas.system import option_specs
 
-    return [
-        {"system": name, "about": SYSTEMS.get(name, ("", {}))[0], "options": SYSTEMS.get(name, ("", {}))[1]}
-        for name in SYSTEM_NAMES
-    ]
+    rows = []
+    for name in system_names():
+        cls = system_class(name)
+        options = {spec.flag: spec.shown_default for spec in option_specs(cls.Options)}
+        rows.append({"system": name, "about": cls.summary, "options": options, "protocol": cls.protocol})
+    return rows
 
 
 def _games() -> list[dict[str, Any]]:

@@ -8,12 +8,15 @@ code's own defaults by tests/test_cli_info.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mars_eval.mas import SYSTEM_NAMES
+from mars_eval.mas import all_option_specs, system_names
 from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
 if TYPE_CHECKING:
@@ -28,7 +31,7 @@ def _task_list() -> str:
 
 
 TASKS_HELP = _task_list()
-SYSTEMS_HELP = ", ".join(SYSTEM_NAMES)
+SYSTEMS_HELP = ", ".join(system_names()) + ", or FILE.py:CLASS"
 
 Temperature = Annotated[
     float | None,
@@ -50,40 +53,6 @@ Thinking = Annotated[
 ]
 Seed = Annotated[int, typer.Option(help="Seed from which every call's sampling seed is derived")]
 Limit = Annotated[int | None, typer.Option(help="First N problems only", show_default="all")]
-Rounds = Annotated[
-    int | None,
-    typer.Option(
-        help="mad: most debate rounds; autogen: most assistant turns (solver-reviewer: model "
-        "messages); debate: answer rounds, the first included",
-        show_default="per system: mad 3, autogen 3, debate 2",
-    ),
-]
-Agents = Annotated[int | None, typer.Option(help="Agents in a Du-style debate", show_default="3")]
-Votes = Annotated[
-    int | None,
-    typer.Option(
-        help="Answers in a majority vote",
-        show_default="the newest mad run's calls per sample (same task, model, --output), else 5",
-    ),
-]
-SamplesPerAnswer = Annotated[
-    int | None, typer.Option(help="self-consistency: independent answers per sample", show_default="5")
-]
-Turns = Annotated[
-    int | None, typer.Option(help="agentverse: most turns (recruit, discuss, evaluate)", show_default="3")
-]
-Topology = Annotated[
-    str | None,
-    typer.Option(help="macnet graph: random, chain, star, tree, net, mlp", show_default="random"),
-]
-MacnetHandoff = Annotated[
-    str | None,
-    typer.Option(
-        help="macnet: what an edge hands over: maslab (MASLab's code: nothing) or answer (the "
-        "sender's answer, reviewed and revised)",
-        show_default="maslab",
-    ),
-]
 RequestTimeout = Annotated[
     float | None,
     typer.Option(
@@ -97,38 +66,11 @@ MaxAttempts = Annotated[
 Samples = Annotated[int, typer.Option(help="Samples per problem (K)")]
 Output = Annotated[str, typer.Option(help="Folder that holds run folders")]
 Engine = Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")]
-AutogenClient = Annotated[
-    str,
-    typer.Option(
-        help="autogen's model client: openai (autogen-ext's, over HTTP), adapter (our model layer), "
-        "auto (openai with --base-url, else adapter)"
-    ),
-]
-AutogenStyle = Annotated[
-    str, typer.Option(help="autogen conversation: maslab (MASLab's AutoGen) or solver-reviewer")
-]
-MadJudge = Annotated[
-    str, typer.Option(help="Which round MAD's judge is shown: first-round (the references) or last-round")
-]
 GpqaOrder = Annotated[
     str,
     typer.Option(
         help="GPQA option order: shuffled (per question and seed) or maslab (unshuffled, correct "
         "option always A, as MASLab's dataset builder; GPQA tasks only)"
-    ),
-]
-MadStop = Annotated[
-    str,
-    typer.Option(
-        help="MAD's stop rule: reference (stop at the first non-empty debate_answer, taken as written; "
-        "no judge fallback) or lenient (a side's name stands for its answer, placeholders go on, "
-        "judge fallbacks)"
-    ),
-]
-DebateStyle = Annotated[
-    str,
-    typer.Option(
-        help="debate: du (majority of the agents' last answers) or maslab (+ MASLab's aggregator call)"
     ),
 ]
 Prompts = Annotated[
@@ -152,13 +94,14 @@ Sampling = Annotated[
     ),
 ]
 MatchSystem = Annotated[
-    str, typer.Option(help="vote without --votes: the system whose finished run sets the number of votes")
+    str,
+    typer.Option(help="vote without --votes: the system whose finished run's calls per sample set the votes"),
 ]
 MatchRun = Annotated[
     str | None,
     typer.Option(
         help="vote without --votes: the finished run folder whose calls per sample set the votes",
-        show_default="the run of --match-system with this configuration",
+        show_default="the run of --match-system with this configuration and problems",
     ),
 ]
 JsonSummary = Annotated[
@@ -169,30 +112,12 @@ JsonSummary = Annotated[
 # The parameter names of the options above that `mas` and `suite` share: checked and turned into
 # an EvalConfig here, once, so the two commands cannot check or pass them differently.
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens")
-COUNTS = (
-    "limit",
-    "samples",
-    "votes",
-    "rounds",
-    "agents",
-    "concurrency",
-    "request_timeout",
-    "max_attempts",
-    "samples_per_answer",
-    "turns",
-)
+COUNTS = ("limit", "samples", "concurrency", "request_timeout", "max_attempts")
 SETTINGS = (
     "seed",
     "output",
     "fresh",
     "engine",
-    "autogen_client",
-    "autogen_style",
-    "mad_judge",
-    "topology",
-    "macnet_handoff",
-    "mad_stop",
-    "debate_style",
     "prompts",
     "task_prompt",
     "sampling",
@@ -205,7 +130,6 @@ def check_shared(opts: Mapping[str, Any]) -> None:
     """Bad counts or sampling values among a command's shared options (`opts`: its parameters by
     name): one ConfigError before any work."""
     from mars_eval.cli import validate
-    from mars_eval.mas import SYSTEM_NAMES, check_options
     from mars_eval.models.base import SAMPLING_PRESETS
     from mars_eval.prompts import load_pack
     from mars_eval.tasks.prompting import check_task_prompt
@@ -213,10 +137,7 @@ def check_shared(opts: Mapping[str, Any]) -> None:
     validate.check_run_options(**{k: opts[k] for k in COUNTS})
     validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
     validate.check_choice("--sampling", opts["sampling"], SAMPLING_PRESETS)
-    validate.check_choice(
-        "--match-system", opts["match_system"], tuple(n for n in SYSTEM_NAMES if n != "vote")
-    )
-    check_options(opts["autogen_style"], opts["mad_judge"], opts["mad_stop"], opts["debate_style"])
+    validate.check_choice("--match-system", opts["match_system"], system_names())
     check_task_prompt(opts["task_prompt"])
     load_pack(opts["prompts"])  # a bad pack is refused here, before any work
 
@@ -232,6 +153,7 @@ def eval_config(opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
     return EvalConfig(
         base_urls=list(opts["base_url"] or []),
         params=params,
+        system_options=system_options(opts),
         **{k: opts[k] for k in COUNTS + SETTINGS},
         **fields,
     )
@@ -282,3 +204,109 @@ def problem_ids(value: str | None) -> list[str] | None:
 
         raise ConfigError("--problem-ids names no id; give comma-separated problem ids")
     return ids
+
+
+# The system options: one flag per option any registered system declares (mas.system), made
+# here from the declarations, plus -S KEY=VALUE for any option of any system (a system from a
+# file included). `mas` and `suite` get the same flags through `with_system_options`.
+SYSTEM_OPTION = "system_option"  # the -S parameter's name
+SYSTEM_PANEL = "System options (each system's own; see `mars-eval list`)"
+
+
+def _system_option_params() -> list[inspect.Parameter]:
+    params = []
+    for name, users in all_option_specs().items():
+        kinds = {spec.type for _, spec in users}
+        if len(kinds) > 1:
+            raise TypeError(f"systems declare option {name!r} with different types: {kinds}")
+        spec = users[0][1]
+        if len(users) == 1:
+            help_text = f"{users[0][0]}: {spec.help}"
+            shown = spec.shown_default
+        else:
+            help_text = "; ".join(f"{system}: {s.help}" for system, s in users)
+            shown = "per system: " + ", ".join(f"{system} {s.shown_default}" for system, s in users)
+        option = typer.Option(spec.flag, help=help_text, show_default=shown, rich_help_panel=SYSTEM_PANEL)
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[spec.type | None, option],
+            )
+        )
+    option = typer.Option(
+        "-S",
+        "--system-option",
+        help="KEY=VALUE: set any system option, a named flag's or a system file's (repeatable)",
+        show_default="none",
+        metavar="KEY=VALUE",
+        rich_help_panel=SYSTEM_PANEL,
+    )
+    params.append(
+        inspect.Parameter(
+            SYSTEM_OPTION,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[list[str] | None, option],
+        )
+    )
+    return params
+
+
+def with_system_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A typer command with every system option's flag added to its signature; the command gets
+    their values (by option name, only those given) as `system_options`, after its own options
+    (which it reads with `dict(locals())`, as given)."""
+    hints = typing.get_type_hints(command, include_extras=True)  # resolved in the command's module
+    own = inspect.signature(command)
+    own = own.replace(
+        parameters=[p.replace(annotation=hints.get(p.name, p.annotation)) for p in own.parameters.values()]
+    )
+    added = _system_option_params()
+    names = [p.name for p in added]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {k: kwargs.pop(k) for k in names}
+        return command(**kwargs, system_options=values)
+
+    kept = [p for p in own.parameters.values() if p.name != "system_options"]
+    wrapper.__signature__ = own.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*kept, *added]}
+    del wrapper.__wrapped__  # typer must read the new signature, not the command's
+    return wrapper
+
+
+def system_options(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The system options given (named flags and -S KEY=VALUE), by option name; ConfigError (one
+    line) for a malformed -S or an option given twice."""
+    from mars_eval.models.base import ConfigError
+
+    given = {
+        k: v for k, v in (opts.get("system_options") or {}).items() if k != SYSTEM_OPTION and v is not None
+    }
+    for item in (opts.get("system_options") or {}).get(SYSTEM_OPTION) or []:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"-S {item!r}: give KEY=VALUE, e.g. -S rounds=2")
+        if key in given:
+            raise ConfigError(f"system option {key!r} given twice")
+        given[key] = value
+    return given
+
+
+def check_systems(systems: list[str], opts: Mapping[str, Any], *, served: bool) -> list[str]:
+    """The systems' registered names (a FILE.py:CLASS loaded and registered), once each option
+    given is used by one of them and fits its declaration and each system's own check passed;
+    else one ConfigError."""
+    from mars_eval.mas import check_unused, options_for, system_class
+
+    names = [system_class(s).name for s in systems]
+    given = system_options(opts)
+    check_unused(names, given)
+    for name in names:
+        cls = system_class(name)
+        cls.check(cls.make_options(**options_for(name, given)), served=served)
+    return names

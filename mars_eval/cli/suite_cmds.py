@@ -73,24 +73,12 @@ def suite(
     presence_penalty: opt.PresencePenalty = None,
     max_tokens: opt.MaxTokens = None,
     thinking: opt.Thinking = True,
-    rounds: opt.Rounds = None,
-    agents: opt.Agents = None,
-    votes: opt.Votes = None,
     output: opt.Output = "results/runs",
     fresh: Annotated[bool, typer.Option(help="Start every cell over instead of resuming")] = False,
     json_out: opt.JsonSummary = False,
     request_timeout: opt.RequestTimeout = None,
     max_attempts: opt.MaxAttempts = None,
     engine: opt.Engine = "auto",
-    autogen_client: opt.AutogenClient = "auto",
-    autogen_style: opt.AutogenStyle = "maslab",
-    mad_judge: opt.MadJudge = "first-round",
-    samples_per_answer: opt.SamplesPerAnswer = None,
-    turns: opt.Turns = None,
-    topology: opt.Topology = None,
-    macnet_handoff: opt.MacnetHandoff = None,
-    mad_stop: opt.MadStop = "reference",
-    debate_style: opt.DebateStyle = "du",
     gpqa_order: opt.GpqaOrder = "shuffled",
     question_field: opt.QuestionField = None,
     answer_field: opt.AnswerField = None,
@@ -103,6 +91,7 @@ def suite(
     sampling: opt.Sampling = "qwen3",
     match_system: opt.MatchSystem = "mad",
     match_run: opt.MatchRun = None,
+    system_options: dict | None = None,
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
@@ -118,9 +107,8 @@ def suite(
         raise ConfigError("give at least one --system")
     if not task:
         raise ConfigError("give at least one --task")
-    from mars_eval.mas import check_system_flags
-
-    check_system_flags(expand_systems(system), given)  # a flag no system uses: one line, exit 2
+    # a flag no system uses, a bad option value: one line, exit 2
+    systems = opt.check_systems(expand_systems(system), given, served=bool(base_url))
     from mars_eval.run.rundirs import expand_models
 
     # A quoted 'DIR/checkpoints/step-*' gives the whole series (served names are kept as given).
@@ -145,7 +133,7 @@ def suite(
     )
     plan = SuitePlan(
         models=models,
-        systems=expand_systems(system),
+        systems=systems,
         tasks=tasks,
         template=template,
         data_files=files,
@@ -173,10 +161,11 @@ def suite(
 
 
 def expand_systems(names: list[str]) -> list[str]:
-    """--system values in order, `all` standing for every system (`mas.SYSTEM_NAMES`)."""
-    from mars_eval.mas import SYSTEM_NAMES
+    """--system values in order, `all` standing for every registered system."""
+    from mars_eval.mas import system_names
 
-    return list(dict.fromkeys(s for name in names for s in (SYSTEM_NAMES if name == "all" else (name,))))
+    every = system_names()
+    return list(dict.fromkeys(s for name in names for s in (every if name == "all" else (name,))))
 
 
 def _gpqa_order(task: str, order: str) -> str:
@@ -335,6 +324,6 @@ def _say_skipped(lines: list[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
-    app.command()(suite)
+    app.command()(opt.with_system_options(suite))
     app.command()(report)
     app.command()(export)

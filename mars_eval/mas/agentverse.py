@@ -34,12 +34,14 @@ in `details["unparsed"]`. The reference also keeps the discussion and advice acr
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.registry import register
+from mars_eval.mas.system import System, option
 from mars_eval.mas.util import debate_question
-from mars_eval.models.base import ConfigError, Message
-from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
 
 AGREE = "[Agree]"
@@ -64,18 +66,20 @@ def parse_evaluation(text: str) -> tuple[int | None, str]:
     return (int(found.group(1)) if found else None), advice_text
 
 
-class AgentVerse:
+@register
+class AgentVerse(System):
     name = "agentverse"
+    summary = "AgentVerse (MASLab): expert recruitment, solver and critics, an evaluator, in turns"
 
-    def __init__(self, agents: int = 2, turns: int = 3, rounds: int = 3, prompts: PromptPack | None = None):
-        if int(agents) < 2:
-            raise ConfigError(f"agentverse needs --agents >= 2 (a solver and a critic), got {agents}")
-        if int(turns) < 1:
-            raise ConfigError(f"agentverse needs --turns >= 1, got {turns}")
-        if int(rounds) < 1:
-            raise ConfigError(f"agentverse needs --rounds >= 1 (criticizing rounds), got {rounds}")
-        self.agents, self.turns, self.rounds = int(agents), int(turns), int(rounds)
-        self.prompts = prompts or load_pack()
+    @dataclass(frozen=True)
+    class Options:
+        rounds: int = option(3, "criticizing rounds per turn", minimum=1)
+        agents: int = option(2, "experts recruited (a solver and critics)", minimum=2)
+        turns: int = option(3, "most turns (recruit, discuss, evaluate)", minimum=1)
+
+    @property
+    def max_calls(self) -> int:
+        return self.agents * self.rounds
 
     def _t(self, key: str, **values: Any) -> str:
         return self.prompts.render(f"mas.agentverse.{key}", **values)

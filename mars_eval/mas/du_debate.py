@@ -12,7 +12,7 @@ run concurrently. Calls: agents x rounds (default 3 x 2 = 6); --rounds 1 is inde
 answers with no debate. With a single agent, later rounds ask it to check and restate its own
 answer (the reference's fallback).
 
-Styles (`style`, --debate-style): "du" (default): the final answer is the majority, by the task's
+Styles (`debate_style`, --debate-style): "du" (default): the final answer is the majority, by the task's
 canonical key, of the agents' last answers (Du et al.'s evaluation). "maslab": MASLab's
 llm_debate, which adds one aggregator call (one more agent, "aggregator") that reads the problem
 and every agent's last reply and gives the final answer (agents x rounds + 1 calls, 7 by
@@ -24,32 +24,37 @@ answer is None.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mars_eval.mas.base import SampleContext, SystemResult, majority
-from mars_eval.mas.options import DEBATE_STYLES
+from mars_eval.mas.registry import register
+from mars_eval.mas.system import System, option
 from mars_eval.mas.util import gather_or_cancel
-from mars_eval.models.base import ConfigError, Message
-from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
 
 AGGREGATOR = "aggregator"
 
 
-class DuDebate:
+@register
+class DuDebate(System):
     name = "debate"
+    summary = "Du et al. debate: agents answer, read each other, answer again"
+    protocol = 2  # --rounds counts answer rounds, the first included
 
-    def __init__(
-        self, agents: int = 3, rounds: int = 2, style: str = "du", prompts: PromptPack | None = None
-    ):
-        if int(agents) < 1:
-            raise ConfigError(f"debate needs --agents >= 1, got {agents}")
-        if int(rounds) < 1:
-            raise ConfigError(f"debate needs --rounds >= 1 (answer rounds, the first included), got {rounds}")
-        if style not in DEBATE_STYLES:
-            raise ConfigError(f"unknown --debate-style {style!r}; choose one of: {', '.join(DEBATE_STYLES)}")
-        self.agents = int(agents)
-        self.rounds = int(rounds)
-        self.style = style
-        self.prompts = prompts or load_pack()
+    @dataclass(frozen=True)
+    class Options:
+        rounds: int = option(2, "answer rounds, the first included", minimum=1)
+        agents: int = option(3, "agents in the debate", minimum=1)
+        debate_style: str = option(
+            "du",
+            "du (majority of the agents' last answers) or maslab (+ MASLab's aggregator call)",
+            choices=("du", "maslab"),
+        )
+
+    @property
+    def max_calls(self) -> int:
+        return self.agents * self.rounds + (self.debate_style == "maslab")
 
     def _text(self, key: str, **values: str) -> str:
         return self.prompts.render(f"mas.debate.{key}", **values)
@@ -75,7 +80,7 @@ class DuDebate:
             ctx.note("debate_round", round=rnd + 1, answers=rounds_answers[-1])
 
         final = rounds_answers[-1]
-        if self.style == "maslab":
+        if self.debate_style == "maslab":
             return await self._aggregate(problem, task, ctx, latest, rounds_answers)
         answer, count = majority(task, final)
         ctx.note("vote", answers=final, winner=answer, count=count)

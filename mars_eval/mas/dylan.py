@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from mars_eval.mas.base import SampleContext, SystemResult, majority
+from mars_eval.mas.registry import register
+from mars_eval.mas.system import System, option
 from mars_eval.mas.util import debate_question, gather_or_cancel
-from mars_eval.models.base import ConfigError, Message
-from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
 
 PAIR = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
@@ -63,14 +65,17 @@ def parse_pair(text: str, n: int) -> tuple[list[int], bool]:
     return [min(max(int(x) - 1, 0), n - 1) for x in (i, j)], True
 
 
-class DyLAN:
+@register
+class DyLAN(System):
     name = "dylan"
+    summary = (
+        "DyLAN (MASLab math variant): layers of agents stopping on agreement, a ranker keeps the best "
+        "2 for a last layer; agent importance scores"
+    )
 
-    def __init__(self, agents: int = 4, prompts: PromptPack | None = None):
-        if int(agents) < 3:
-            raise ConfigError(f"dylan needs --agents >= 3 (its ranker picks 2 of them), got {agents}")
-        self.agents = int(agents)
-        self.prompts = prompts or load_pack()
+    @dataclass(frozen=True)
+    class Options:
+        agents: int = option(4, "agents per layer (the ranker picks 2 of them)", minimum=3)
 
     def _t(self, key: str, **values: Any) -> str:
         return self.prompts.render(f"mas.dylan.{key}", **values)

@@ -35,39 +35,40 @@ plus one per node with 2 or more predecessors.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.mas.macnet_graph import ENTRY, EXIT, GRAPH_SEED, TOPOLOGIES, Graph, build_graph, edges_for
+from mars_eval.mas.registry import register
+from mars_eval.mas.system import System, option
 from mars_eval.mas.util import debate_question, gather_or_cancel
-from mars_eval.models.base import ConfigError, Message
-from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
 
-HANDOFFS = ("maslab", "answer")  # the first is the default
 
-
-class MacNet:
+@register
+class MacNet(System):
     name = "macnet"
+    summary = "MacNet (MASLab): agents on a graph hand answers along its edges, the exit node answers"
 
-    def __init__(
-        self,
-        agents: int = 5,
-        topology: str = "random",
-        handoff: str = "maslab",
-        prompts: PromptPack | None = None,
-    ):
-        if topology not in TOPOLOGIES:
-            raise ConfigError(f"unknown --topology {topology!r}; choose one of: {', '.join(TOPOLOGIES)}")
-        if handoff not in HANDOFFS:
-            raise ConfigError(f"unknown --macnet-handoff {handoff!r}; choose one of: {', '.join(HANDOFFS)}")
-        if int(agents) < 2:
-            raise ConfigError(f"macnet needs --agents >= 2, got {agents}")
-        self.agents, self.topology, self.handoff = int(agents), topology, handoff
-        self.prompts = prompts or load_pack()
+    @dataclass(frozen=True)
+    class Options:
+        agents: int = option(5, "agents in the graph", minimum=2)
+        topology: str = option("random", "graph: " + ", ".join(TOPOLOGIES), choices=TOPOLOGIES)
+        macnet_handoff: str = option(
+            "maslab",
+            "what an edge hands over: maslab (MASLab's code: nothing) or answer (the sender's "
+            "answer, reviewed and revised)",
+            choices=("maslab", "answer"),
+        )
+
+    def __init__(self, options: Any = None, **values: Any):
+        super().__init__(options, **values)
+        self.handoff = self.macnet_handoff
         personas = self.prompts.text("mas.macnet.personas")
         rng = random.Random(GRAPH_SEED)  # the graph's draw first, then the personas
-        self.graph: Graph = build_graph(edges_for(topology, self.agents, rng=rng))
+        self.graph: Graph = build_graph(edges_for(self.topology, self.agents, rng=rng))
         self.persona = {
             # As the reference: randint(1, len - 1) per node in layer order, after the graph's draw
             # (so with MASLab's own list the personas are MASLab's).

@@ -18,7 +18,7 @@ own earlier verdicts, answers with the references' JSON verdict (`"Whether there
 preference"`, `"Supported Side"`, `"Reason"`, `"debate_answer"`), read by
 `verdict.parse_verdict` (never eval).
 
-Stop rule (`stop`, --mad-stop):
+Stop rule (`mad_stop`, --mad-stop):
   * "reference" (default), as both references: the debate ends at the first verdict whose
     `debate_answer` is not empty, and that text is the answer as written (the task reads its
     answer from it: "73", "\\boxed{73}", "(C)"). A side's name ("Affirmative") or a placeholder
@@ -36,9 +36,9 @@ gives an answer, the judge makes 2 calls: 3, 6, ..., 3R, or 3R + 2 calls per deb
 
 The judge (system prompt: the moderator's) first lists the answer candidates, then picks one
 as JSON `{"Reason", "debate_answer"}`, after being reminded of the topic. What it is shown:
-  * `judge_sees="first-round"` (default): the two sides' round-1 arguments, which is what both
+  * `mad_judge="first-round"` (default): the two sides' round-1 arguments, which is what both
     references give it (`memory_lst[2]`, the first reply in each debater's memory);
-  * `judge_sees="last-round"` (--mad-judge last-round, ours): the last round's arguments.
+  * `mad_judge="last-round"` (ours): the last round's arguments.
 Under "reference" the judge's answer is read like a moderator's (a side name is no answer,
 counted; unreadable JSON is no answer, counted) and an empty one is no answer, counted as
 `judge_no_answer`: the references have no fallback. Under "lenient" a judge answer naming a side
@@ -55,10 +55,12 @@ Prompt text: the prompt pack's `mas.mad.*` templates (mars_eval.prompts).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from mars_eval.mas.base import SampleContext, SystemResult
-from mars_eval.mas.options import MAD_JUDGE_VIEWS, MAD_STOPS
+from mars_eval.mas.registry import register
+from mars_eval.mas.system import System, option
 from mars_eval.mas.util import debate_question
 from mars_eval.mas.verdict import (
     Verdict,
@@ -67,12 +69,10 @@ from mars_eval.mas.verdict import (
     named_side,
     parse_verdict,
 )
-from mars_eval.models.base import ConfigError, Message
-from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
 
 AFFIRMATIVE, NEGATIVE, MODERATOR, JUDGE = "affirmative", "negative", "moderator", "judge"
-JUDGE_VIEWS = MAD_JUDGE_VIEWS
 # The counts a MAD run reports (details flags of a sample; see the module docstring).
 MAD_COUNTS = ("verdict_not_an_answer", "verdict_unparseable", "judge_no_answer")
 
@@ -119,29 +119,38 @@ def reference_answer(verdict: Verdict | None, task: Task) -> tuple[bool, str | N
     return True, answer, "verdict" if answer is not None else "not_an_answer"
 
 
-class MADDebate:
-    """Liang et al.'s debate. `rounds` is the most rounds before the judge steps in;
-    `judge_sees` which round's arguments the judge is shown (see the module docstring)."""
+@register
+class MADDebate(System):
+    """Liang et al.'s debate (see the module docstring for each option)."""
 
     name = "mad"
+    summary = (
+        "Liang et al. MAD: affirmative and negative debate, a moderator may end each round; else a "
+        "judge picks after the last"
+    )
+    # 2: the references' defaults; 3: the references' stop rule by default, no judge fallback.
+    protocol = 3
+    counts = MAD_COUNTS
 
-    def __init__(
-        self,
-        rounds: int = 3,
-        judge_sees: str = "first-round",
-        stop: str = "reference",
-        prompts: PromptPack | None = None,
-    ):
-        if int(rounds) < 1:
-            raise ConfigError(f"mad needs --rounds >= 1, got {rounds}")
-        if judge_sees not in JUDGE_VIEWS:
-            raise ConfigError(f"unknown --mad-judge {judge_sees!r}; choose one of: {', '.join(JUDGE_VIEWS)}")
-        if stop not in MAD_STOPS:
-            raise ConfigError(f"unknown --mad-stop {stop!r}; choose one of: {', '.join(MAD_STOPS)}")
-        self.rounds = int(rounds)
-        self.judge_sees = judge_sees
-        self.stop = stop
-        self.prompts = prompts or load_pack()
+    @dataclass(frozen=True)
+    class Options:
+        rounds: int = option(3, "most debate rounds before the judge", minimum=1)
+        mad_judge: str = option(
+            "first-round",
+            "which round the judge is shown: first-round (the references) or last-round",
+            choices=("first-round", "last-round"),
+        )
+        mad_stop: str = option(
+            "reference",
+            "stop rule: reference (the first non-empty debate_answer, taken as written; no judge "
+            "fallback) or lenient (a side's name stands for its answer, placeholders go on, judge "
+            "fallbacks)",
+            choices=("reference", "lenient"),
+        )
+
+    @property
+    def max_calls(self) -> int:
+        return 3 * self.rounds + 2  # three calls a round, then the judge's two
 
     def _text(self, key: str, **values: str) -> str:
         return self.prompts.render(f"mas.mad.{key}", **values)
@@ -178,7 +187,7 @@ class MADDebate:
             )
             mod_text = await _say(ctx, MODERATOR, mod, mod_prompt, role="moderator")
             verdict = parse_verdict(mod_text)
-            if self.stop == "reference":
+            if self.mad_stop == "reference":
                 stops, answer, via = reference_answer(verdict, task)
             else:
                 answer, via = resolve_answer(verdict, task, {AFFIRMATIVE: aff_text, NEGATIVE: neg_text})
@@ -203,7 +212,7 @@ class MADDebate:
                 )
 
         last = {AFFIRMATIVE: aff_text, NEGATIVE: neg_text}
-        shown = first if self.judge_sees == "first-round" else last
+        shown = first if self.mad_judge == "first-round" else last
         return await self._judge(question, task, ctx, shown, last, verdicts)
 
     async def _judge(
@@ -224,10 +233,10 @@ class MADDebate:
         await _say(ctx, JUDGE, judge, prompt, role="judge")
         # The list is the judge's reply just recorded: named by its transcript index, not copied.
         at = len(ctx.transcript) - 1
-        ctx.note("judge_candidates", agent=JUDGE, candidates_at=at, shown=self.judge_sees)
+        ctx.note("judge_candidates", agent=JUDGE, candidates_at=at, shown=self.mad_judge)
         pick_text = await _say(ctx, JUDGE, judge, self._text("judge_pick", question=question), role="judge")
         verdict = parse_verdict(pick_text)
-        if self.stop == "reference":
+        if self.mad_stop == "reference":
             _, answer, via = reference_answer(verdict, task)
             ctx.note("judge_verdict", agent=JUDGE, **_verdict_record(self.rounds, verdict, answer, via))
             details = _details(self.rounds, verdicts, "judge", stopped_early=False)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.registry import register
+from mars_eval.mas.system import System
 from mars_eval.tasks.base import Problem, Task
 
 
-class SingleAgent:
+@register
+class SingleAgent(System):
     name = "single"
+    summary = "one agent answers once (the baseline)"
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         resp = await ctx.ask("solver", [{"role": "user", "content": problem.prompt}])

@@ -282,6 +282,18 @@ class Quality:
         return " / ".join(str(self.outcomes[k]) for k in keys)
 
 
+def system_counts(name: str) -> tuple[str, ...]:
+    """The counts system `name` declares (none for a system that is not registered here, such
+    as one a run loaded from a file)."""
+    from mars_eval.mas import system_class
+    from mars_eval.models.base import ConfigError
+
+    try:
+        return system_class(name).counts
+    except ConfigError:
+        return ()
+
+
 def data_quality(cell: MasCell) -> Quality:
     """Errors (not scored, rerun) and the scored failures of `outcomes` (truncation, context
     overflow, no answer, the spread of answered and gold letters for multiple choice)."""
@@ -293,7 +305,7 @@ def data_quality(cell: MasCell) -> Quality:
     choices = getattr(make_task(cell.task), "choices", None)
     pack = cell.run.config.get("prompts") or {}
     prompts = f"{pack.get('name', '')} {pack.get('hash', '')}".strip() if isinstance(pack, dict) else ""
-    outcomes = outcome_summary(records, choices)
+    outcomes = outcome_summary(records, choices, system_counts(cell.system))
     return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcomes, prompts)
 
 

@@ -16,7 +16,7 @@ it beside its accuracy instead of hiding it among errors:
 - unparsed: a reply the system had to read in a set form could not be read (DyLAN's ranking,
   AgentVerse's expert list or evaluation): the system went on with its documented fallback,
   and `details["unparsed"]` counts such replies in the sample.
-- MAD's own causes of no answer (mas.mad.MAD_COUNTS), for mad runs: verdict_not_an_answer (a
+- a system's own counts (`System.counts`; MAD's causes of no answer, mas.mad.MAD_COUNTS): verdict_not_an_answer (a
   debate answer that is a side's name, a placeholder or unreadable ended the debate),
   verdict_unparseable (no JSON verdict could be read), judge_no_answer (the judge's answer was empty).
 
@@ -48,7 +48,11 @@ def mark_outcome(record: dict[str, Any]) -> None:
     record["no_answer"] = not record.get("error") and record.get("answer") is None
 
 
-def outcome_summary(records: list[dict[str, Any]], choices: str | tuple[str, ...] | None) -> dict[str, Any]:
+def outcome_summary(
+    records: list[dict[str, Any]],
+    choices: str | tuple[str, ...] | None,
+    counts: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Counts and rates of the failure kinds over scored samples; letter spreads for choices."""
     scored = [r for r in records if not r.get("error")]
     n = len(scored)
@@ -67,11 +71,8 @@ def outcome_summary(records: list[dict[str, Any]], choices: str | tuple[str, ...
         out[flag] = c
         out[f"{flag}_rate"] = c / n if n else 0.0
     out["truncated_calls"] = sum(truncated_calls(r.get("transcript") or []) for r in scored)
-    if any("verdicts" in (r.get("details") or {}) for r in scored):  # a mad run: its own counts
-        from mars_eval.mas.mad import MAD_COUNTS
-
-        for flag in MAD_COUNTS:
-            out[flag] = sum(1 for r in scored if (r.get("details") or {}).get(flag))
+    for flag in counts:  # the system's own (System.counts: MAD's verdict failures)
+        out[flag] = sum(1 for r in scored if (r.get("details") or {}).get(flag))
     if choices:
         letters = list(choices)
         gold = Counter(str(r.get("gold", "")).strip().upper() for r in scored)

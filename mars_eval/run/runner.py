@@ -13,229 +13,43 @@ import gc
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
 
-from mars_eval.mas import mas_identity, system_for, used_options
-from mars_eval.mas.base import SampleContext, System
+from mars_eval.mas import system_for
+from mars_eval.mas.base import SampleContext
+from mars_eval.mas.system import System
 from mars_eval.models import make_client
-from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient, SamplingParams
+from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
-from mars_eval.prompts import PromptPack, load_pack
-from mars_eval.run.cached_client import CachedClient
+from mars_eval.run.config import EvalConfig, open_run, run_folder
 from mars_eval.run.failures import error_kinds, sample_error, stops_run
-from mars_eval.run.identity import (
-    IDENTITY_VERSION,
-    command_hash,
-    data_hash,
-    engine_kind,
-    model_identity,
-    read_config,
-    run_name,
-    siblings,
-    stored_differences,
-)
+from mars_eval.run.identity import data_hash, engine_kind
 from mars_eval.run.matching import find_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
-from mars_eval.run.store import LOCK_NAME, RunStore, held_lock
+from mars_eval.run.cached_client import CachedClient
+from mars_eval.run.store import RunStore
 from mars_eval.run.units import run_all
-from mars_eval.tasks import load_problems, make_task
+from mars_eval.tasks import load_problems
 from mars_eval.tasks.base import Problem, Task
-from mars_eval.tasks.task_file import as_custom
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
-
-@dataclass
-class EvalConfig:
-    task: str
-    system: str = "single"
-    model: str | None = None
-    base_urls: list[str] = field(default_factory=list)
-    data_files: str | None = None
-    limit: int | None = None
-    samples: int = 1
-    concurrency: int | None = None
-    seed: int = 0
-    params: SamplingParams = field(default_factory=SamplingParams)
-    output: str = "results/runs"
-    fresh: bool = False
-    rounds: int | None = None
-    agents: int | None = None
-    votes: int | None = None
-    request_timeout: float | None = None
-    max_attempts: int | None = None
-    engine: str = "auto"
-    autogen_client: str = "auto"  # autogen's model client: auto = openai over HTTP, adapter in-process
-    autogen_style: str = "maslab"  # autogen conversation: maslab (the reference) or solver-reviewer
-    mad_judge: str = "first-round"  # which round's arguments MAD's judge sees
-    samples_per_answer: int | None = None  # self-consistency's answers per sample (default 5)
-    turns: int | None = None  # agentverse's most turns (default 3)
-    topology: str | None = None  # macnet's graph (default random)
-    macnet_handoff: str | None = None  # what a macnet edge hands over (default maslab)
-    task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
-    problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)
-    mad_stop: str = "reference"  # MAD's stop rule: reference (the references') or lenient (ours)
-    debate_style: str = "du"  # debate: du (majority of the agents) or maslab (+ an aggregator call)
-    prompts: str | None = None  # the prompt pack: a name or a YAML file (None: "ours")
-    task_prompt: str = (
-        "ours"  # ours (question + answer format) or bare (the question as the references send it)
-    )
-    sampling: str = "qwen3"  # the sampling preset `params` was resolved from (informative; params decide)
-    match_system: str = "mad"  # vote: the system whose finished run sets the number of votes
-    match_run: str | None = None  # vote: that run's folder, named outright
-    vote_match: dict[str, Any] | None = None  # the run a vote run was matched to (run.matching)
-
-    def __post_init__(self) -> None:
-        # A task file (FILE.yaml) is the --task custom flags it stands for: the same run folder.
-        custom = as_custom(self.task, self.data_files, self.task_options)
-        self.task, self.data_files, self.task_options = custom
-
-    def pack(self) -> PromptPack:
-        return load_pack(self.prompts)
-
-    def make_task(self) -> Task:
-        """The task with this run's prompt pack and task prompt style."""
-        return make_task(
-            self.task, prompts=self.pack(), task_prompt=self.task_prompt, **(self.task_options or {})
-        )
-
-    def identity(self, model: dict[str, Any], data: str) -> dict[str, Any]:
-        """What decides results, hence the run folder's hash (see `run.identity`): `model` is
-        `identity.model_identity(...)`, `data` the hash of the loaded problems. Limit and samples
-        are left out on purpose: a larger --limit or --samples reuses finished samples."""
-        return {
-            "identity": IDENTITY_VERSION,
-            "task": self.task,
-            "data": data,
-            **self._task_identity(),
-            "system": self.system,
-            **model,
-            "seed": self.seed,
-            "params": self.params.to_dict(),
-            "prompts": self.pack().identity(),
-            "task_prompt": self.task_prompt,
-            **used_options(self.system, self),
-            **mas_identity(
-                self.system,
-                autogen_style=self.autogen_style,
-                mad_judge=self.mad_judge,
-                matched_to=(self.vote_match or {}).get("run"),
-                samples_per_answer=self.samples_per_answer,
-                turns=self.turns,
-                topology=self.topology,
-                macnet_handoff=self.macnet_handoff,
-                mad_stop=self.mad_stop,
-                debate_style=self.debate_style,
-            ),
-            **({"matched_system": self.vote_match.get("system", "mad")} if self.vote_match else {}),
-        }
-
-    def _task_identity(self) -> dict[str, Any]:
-        """The custom task's scoring (its fields are in the data hash, through the prompts and
-        golds); nothing for the built-in tasks, whose scoring the task name fixes."""
-        if self.task != "custom":
-            return {}
-        return {"answer_type": (self.task_options or {}).get("answer_type") or "math"}
-
-    def legacy_identity(self, model_name: str) -> dict[str, Any]:
-        """The identity of versions before `identity` 2 (the options as given, the data path
-        instead of the data): recomputed to find and resume a folder such a version made."""
-        return {
-            "task": self.task,
-            "system": self.system,
-            "model": model_name,
-            "data_files": self.data_files,
-            "seed": self.seed,
-            "params": self.params.to_dict(),
-            "rounds": self.rounds,
-            "agents": self.agents,
-            "votes": self.votes,
-            "autogen_client": self.autogen_client if self.system == "autogen" else None,
-            **mas_identity(
-                self.system,
-                autogen_style=self.autogen_style,
-                mad_judge=self.mad_judge,
-                matched_to=(self.vote_match or {}).get("run"),
-                samples_per_answer=self.samples_per_answer,
-                turns=self.turns,
-                topology=self.topology,
-                macnet_handoff=self.macnet_handoff,
-            ),
-        }
+__all__ = ["EvalConfig", "open_run", "run_eval", "run_folder", "select", "solve_one"]
 
 
-def run_folder(
-    cfg: EvalConfig, system: str, model_name: str, engine: str, data: str
-) -> tuple[Path, dict[str, Any]]:
-    """(the run folder, its identity) of a run: the one place `mas` and `suite` name folders."""
-    identity = cfg.identity(model_identity(model_name, engine), data)
-    return Path(cfg.output) / run_name(cfg.task, system, model_name, identity), identity
-
-
-def open_run(
-    cfg: EvalConfig,
-    system: str,
-    model_name: str,
-    engine: str,
-    problems: list[Problem],
-    say: Callable[[str], None],
-) -> RunStore:
-    """The run store of this configuration, with one line said when the folder is not the one
-    the user may expect: an older version's folder resumed under its new name, or a new run
-    because the data changed (old and new records are never mixed)."""
-    path, identity = run_folder(cfg, system, model_name, engine, data_hash(problems))
-    config = {**identity, "command": command_hash(identity)}
-    output = Path(cfg.output)
-    if not path.exists() and not cfg.fresh:
-        legacy = output / run_name(cfg.task, system, model_name, cfg.legacy_identity(model_name))
-        older = [p for p in siblings(output, path.name) if "identity" not in read_config(p)]
-        if legacy in older:
-            older.remove(legacy)
-            with held_lock(legacy / LOCK_NAME, f"run folder {legacy}"):
-                differ = stored_differences(legacy, problems)
-                if not differ:
-                    legacy.rename(path)
-            if differ:
-                say(
-                    f"{legacy.name} (made by an earlier version) holds {differ} samples of other "
-                    f"problems or golds than the data now loaded: starting a new run {path.name}"
-                )
-            else:
-                config["call_model"] = model_name  # its stored calls were keyed by the name as given
-                say(f"resuming {legacy.name} (made by an earlier version) as {path.name}")
-        if not path.exists():
-            for other in siblings(output, path.name):
-                stored = read_config(other)
-                if stored.get("command") == config["command"] and stored.get("data") != identity["data"]:
-                    say(
-                        f"the data changed: {other.name} holds other problems or golds than the data "
-                        f"now loaded; starting a new run {path.name} (the old folder is kept)"
-                    )
-                    break
-        if older:
-            names = ", ".join(p.name for p in older)
-            say(
-                f"{len(older)} run folder(s) of this task, system and model were made by an "
-                f"earlier version whose settings cannot be recomputed, so they are not resumed: {names}"
-            )
-    elif path.exists():
-        config["call_model"] = read_config(path).get("call_model", identity["model"])
-    config.setdefault("call_model", identity["model"])
-    return RunStore(path, config, fresh=cfg.fresh)
-
-
-def matched_votes(cfg: EvalConfig, console: Console, identity: dict[str, Any], n_problems: int) -> int:
-    """Votes for a compute-matched `vote` run (see `run.matching`): the mean calls per sample,
-    rounded half up, of the finished run of `cfg.match_system` (mad) whose configuration equals
-    this one's (`identity`, before matching) but for the system, or of `cfg.match_run`; sets
-    `cfg.vote_match`. ConfigError (one line, before any work) when there is none."""
+def matched_value(
+    cfg: EvalConfig, console: Console, identity: dict[str, Any], n_problems: int, option: str
+) -> int:
+    """The value of a system's matched option (vote's votes, see `run.matching`): the mean calls
+    per sample, rounded half up, of the finished run of `cfg.match_system` whose configuration
+    equals this one's (`identity`, before matching) but for the system, or of `cfg.match_run`;
+    sets `cfg.matched`. ConfigError (one line, before any work) when there is none."""
     match = find_match(
         cfg.output,
         identity,
@@ -244,10 +58,10 @@ def matched_votes(cfg: EvalConfig, console: Console, identity: dict[str, Any], n
         system=cfg.match_system,
         run=cfg.match_run,
     )
-    cfg.vote_match = match
+    cfg.matched = match
     console.print(
-        f"vote: matching {escape(match['run'])}: {match['mad_calls_per_sample']:.2f} calls per sample"
-        f" -> {match['votes']} votes"
+        f"{escape(cfg.system)}: matching {escape(match['run'])}: {match['mad_calls_per_sample']:.2f} calls "
+        f"per sample -> {match['votes']} {option}"
     )
     return match["votes"]
 
@@ -271,21 +85,6 @@ def select(problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
     if not problems:
         raise ConfigError("no problems to run (empty data or --limit 0)")
     return problems
-
-
-def most_calls(system: System) -> int:
-    """The most calls one sample of `system` makes (the progress bar's steps per sample)."""
-    explicit = getattr(system, "max_calls", None)
-    if isinstance(explicit, int):
-        return explicit
-    rounds, agents, votes = (getattr(system, a, None) for a in ("rounds", "agents", "votes"))
-    if system.name == "mad" and isinstance(rounds, int):
-        return 3 * rounds + 2  # three debaters per round, then the judge's two calls
-    if isinstance(agents, int) and isinstance(rounds, int):
-        return agents * rounds
-    if isinstance(votes, int):
-        return votes
-    return 1
 
 
 def sample_key(problem: Problem, k: int) -> str:
@@ -411,15 +210,14 @@ async def run_eval(
         if not lazy:
             await client.check()
         model_name = cfg.model or client.model
-        if cfg.system == "vote" and cfg.votes is None:  # compute-matched: built once votes are known
-            _, before = run_folder(cfg, "vote", model_name, engine_kind(client), data_hash(loaded))
-            cfg.votes = matched_votes(cfg, console, before, len(problems))
-            system = system_for("vote", cfg)
-        if hasattr(system, "bind_endpoint") and getattr(system, "client", None) in ("auto", "openai"):
-            if isinstance(client, HTTPClient):
-                system.bind_endpoint(client, model_name)
-            elif system.client == "openai":
-                raise ConfigError("--autogen-client openai needs --base-url")
+        matched = system.matched_option
+        if matched is not None and cfg.system_options.get(matched) is None:
+            # compute-matched (vote): the option's value comes from a finished run of another system
+            _, before = run_folder(cfg, cfg.system, model_name, engine_kind(client), data_hash(loaded))
+            value = matched_value(cfg, console, before, len(problems), matched)
+            cfg.system_options = {**cfg.system_options, matched: value}
+            system = system_for(cfg.system, cfg)
+        system.bind(client, model_name)
         store = open_run(cfg, system.name, model_name, engine_kind(client), loaded, say)
         try:
             return await _run(
@@ -481,7 +279,7 @@ async def _run(
         )
     done = len(units) - len(todo)
     with RunProgress(
-        console, total=len(units), done=done, enabled=show_progress, calls_per_sample=most_calls(system)
+        console, total=len(units), done=done, enabled=show_progress, calls_per_sample=system.max_calls
     ) as bar:
         client.on_reply = bar.reply
         earlier = store.records()
@@ -529,7 +327,7 @@ def summarize(
         "n": n_problems,
         "samples": cfg.samples,
         **accuracy_metrics(records, cfg.samples),
-        **outcome_summary(records, getattr(task, "choices", None)),
+        **outcome_summary(records, getattr(task, "choices", None), system.counts),
         "errors": len(errors),
         "error_kinds": error_kinds(errors),
         "llm_calls": calls,
@@ -543,7 +341,7 @@ def summarize(
             else 0.0
         ),
         "wall_seconds": round(wall, 3),
-        **match_summary(cfg.vote_match, records),
+        **match_summary(cfg.matched, records),
         "seed": cfg.seed,
         "sampling": asdict(cfg.params),
         "sampling_preset": cfg.sampling,

@@ -8,8 +8,9 @@ Each cell is an ordinary `mas` run folder under the output folder (same name, sa
   full (the suite takes about as long as its largest cell, not the sum of the cells);
 - routing: every --base-url is asked for its /models once, and each model's calls go only to
   the endpoints that serve it (one vLLM server per checkpoint is the common set-up);
-- a compute-matched `vote` cell waits for the `mad` cell of its model and task, so the vote
-  count is matched to that debate's calls per sample (as `mas --system vote` does);
+- a compute-matched cell (a system whose `matched_option` is left unset: vote without --votes)
+  waits for the --match-system cell (mad) of its model and task, so its count is matched to that
+  run's calls per sample (as `mas --system vote` does);
 - one progress view for the whole suite and one table at the end.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 import aiohttp
 from rich.console import Console
 
-from mars_eval.mas import system_for
+from mars_eval.mas import system_class, system_for
 from mars_eval.models import default_model, make_client
 from mars_eval.models.access import AccessDenied
 from mars_eval.models.balance import Endpoint
@@ -175,6 +176,13 @@ def plan_cells(plan: SuitePlan) -> list[Cell]:
     return cells
 
 
+def _matched_later(cell: Cell) -> bool:
+    """The cell's system has a matched option left unset: its run folder is known only once the
+    run it is matched to has finished."""
+    option = system_class(cell.system).matched_option
+    return option is not None and cell.cfg.system_options.get(option) is None
+
+
 def _is_custom(task: str) -> bool:
     return make_task(task).name == "custom"
 
@@ -207,7 +215,7 @@ def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
 def _done_before(cell: Cell, engine: str, problems: list[Problem]) -> int:
     """Samples of this cell finished by an earlier run (resume), read without touching the file;
     the folder is named as `mas` names it (`runner.run_folder`)."""
-    if cell.cfg.fresh or (cell.system == "vote" and cell.cfg.votes is None):
+    if cell.cfg.fresh or _matched_later(cell):
         return 0
     cfg = replace(cell.cfg, task=make_task(cell.task).name)
     path, _ = run_folder(cfg, cell.system, cell.model, engine, data_hash(problems))
@@ -271,8 +279,9 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
                 raise ConfigError("--model is required: no endpoint lists its models")
         pool = SharedPool(route(plan.models, served), template)
     else:
-        if "autogen" in plan.systems and template.autogen_client == "openai":
-            raise ConfigError("--autogen-client openai needs --base-url")
+        for system in plan.systems:  # e.g. autogen's openai client without an endpoint
+            cls = system_class(system)
+            cls.check(cls.make_options(**template.options_of(system)), served=False)
         plan.models = plan.models or [default_model()]
     cells = plan_cells(plan)
     try:
@@ -303,12 +312,12 @@ async def _run_cells(
     bar: SuiteProgress,
     loaded: dict[str, list[Problem]],
 ) -> None:
-    mad_done = {(c.model, c.task): asyncio.Event() for c in cells if c.system == "mad"}
+    # A compute-matched cell waits for the cell it is matched to (same model and task).
+    match_done = {(c.model, c.task): asyncio.Event() for c in cells if c.system == c.cfg.match_system}
 
     async def one(cell: Cell) -> None:
-        waits = cell.system == "vote" and cell.cfg.votes is None and (cell.model, cell.task) in mad_done
-        if waits:  # compute-matched: the vote count comes from this mad run's calls per sample
-            await mad_done[(cell.model, cell.task)].wait()
+        if _matched_later(cell) and (cell.model, cell.task) in match_done:
+            await match_done[(cell.model, cell.task)].wait()
         client = pool.clients[cell.model] if pool is not None else local[cell.model]
         try:
             cell.summary = await run_eval(
@@ -329,7 +338,7 @@ async def _run_cells(
         else:
             cell.exit_code = exit_code(cell.summary["error_kinds"])
         finally:
-            if cell.system == "mad":
-                mad_done[(cell.model, cell.task)].set()
+            if (cell.model, cell.task) in match_done and cell.system == cell.cfg.match_system:
+                match_done[(cell.model, cell.task)].set()
 
     await run_all(one(c) for c in cells)

@@ -13,7 +13,7 @@ from autogen_agentchat.messages import TextMessage, ThoughtEvent
 from autogen_core.models import AssistantMessage, CreateResult, SystemMessage, UserMessage
 from mas_fakes import PROBLEM, Call, FakeMathTask, ScriptedClient, make_ctx
 
-from mars_eval.mas import make_system
+from mars_eval.mas import autogen_team, make_system
 from mars_eval.mas.autogen_chat import AgentModelClient, AutoGenChat, ChatTextMention, to_chat_messages
 from mars_eval.models.base import ConfigError, ModelAccessError
 
@@ -24,7 +24,9 @@ REVIEW = "solver-reviewer"
 def solve(policy, rounds=3, system=None, sample_key="p1#0"):
     client = ScriptedClient(policy, AGENTS, sample_keys=[sample_key])
     ctx = make_ctx(client, sample_key=sample_key)
-    result = asyncio.run((system or AutoGenChat(rounds, style=REVIEW)).solve(PROBLEM, FakeMathTask(), ctx))
+    result = asyncio.run(
+        (system or AutoGenChat(rounds=rounds, autogen_style=REVIEW)).solve(PROBLEM, FakeMathTask(), ctx)
+    )
     return result, client, ctx
 
 
@@ -130,7 +132,7 @@ def test_tokens_are_counted_and_transcribed():
 
 
 def test_fresh_team_per_sample_and_samples_side_by_side():
-    system = AutoGenChat(3, style=REVIEW)
+    system = AutoGenChat(rounds=3, autogen_style=REVIEW)
     keys = [f"p1#{k}" for k in range(4)]
     client = ScriptedClient(chatty, AGENTS, sample_keys=keys, latency=0.05)
     ctxs = [make_ctx(client, sample_key=k) for k in keys]
@@ -143,7 +145,7 @@ def test_fresh_team_per_sample_and_samples_side_by_side():
     assert [c.calls for c in ctxs] == [3] * 4
     first_round = [c for c in client.calls if c.agent == "assistant" and c.n == 0]
     assert max(c.start for c in first_round) < min(c.end for c in first_round)  # overlapped
-    teams = [system.build_team(FakeMathTask(), c)[0] for c in ctxs[:2]]
+    teams = [autogen_team.build_team(system, FakeMathTask(), c)[0] for c in ctxs[:2]]
     assert teams[0] is not teams[1]
 
 
@@ -193,12 +195,12 @@ def test_options():
     assert make_system("autogen", rounds=5).rounds == 5
     assert make_system("autogen").style == "maslab"
     assert make_system("autogen", autogen_style=REVIEW).style == REVIEW
-    with pytest.raises(ConfigError, match="autogen style"):
-        AutoGenChat(style="group")
+    with pytest.raises(ConfigError, match="--autogen-style"):
+        AutoGenChat(autogen_style="group")
     with pytest.raises(ConfigError):
         AutoGenChat(rounds=0)
-    unbound = AutoGenChat(client="openai")  # the runner binds its endpoint pool later
+    unbound = AutoGenChat(autogen_client="openai")  # the runner binds its endpoint pool later
     with pytest.raises(ConfigError):
-        unbound._model_client(None, "assistant")  # still unbound: needs base_url and model
+        autogen_team._model_client(unbound, None, "assistant")  # still unbound: needs base_url and model
     with pytest.raises(ConfigError):
-        AutoGenChat(client="other")
+        AutoGenChat(autogen_client="other")

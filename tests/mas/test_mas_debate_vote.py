@@ -88,7 +88,7 @@ def test_du_defaults_are_the_reference_3_agents_2_answer_rounds():
     # The revision shows the others' answers and the problem again.
     assert "agent1 round 0" in revision.last_user and PROBLEM.prompt in revision.last_user
     assert result.answer == "2" and result.details["answers_by_round"] == [["1"] * 3, ["2"] * 3]
-    with pytest.raises(ConfigError, match="answer rounds"):
+    with pytest.raises(ConfigError, match="--rounds must be at least 1"):
         DuDebate(rounds=0)
 
 

@@ -109,7 +109,11 @@ def test_autogen_openai_client_against_the_scripted_server(scripted_server):
     async def main():
         async with httpx.AsyncClient() as http:
             system = AutoGenChat(
-                3, client="openai", base_url=srv.base_url, model="scripted-model", http_client=http
+                rounds=3,
+                autogen_client="openai",
+                base_url=srv.base_url,
+                model="scripted-model",
+                http_client=http,
             )
             params = SamplingParams(temperature=0.5, max_tokens=64)
             ctxs = [SampleContext(client=None, params=params, sample_key=f"p1#{k}", seed=0) for k in range(2)]
@@ -136,7 +140,7 @@ def test_autogen_openai_client_against_the_scripted_server(scripted_server):
 
 def test_autogen_openai_client_errors_are_model_access_errors(scripted_server):
     srv = scripted_server(lambda req: Reply(content="x"), model="other-model")
-    system = AutoGenChat(3, client="openai", base_url=srv.base_url, model="missing-model")
+    system = AutoGenChat(rounds=3, autogen_client="openai", base_url=srv.base_url, model="missing-model")
     ctx = make_ctx(client=None)  # type: ignore[arg-type]
     with pytest.raises(ModelAccessError, match=re.compile("NotFound|does not exist|404")):
         asyncio.run(system.solve(PROBLEM, FakeMathTask(), ctx))
@@ -147,7 +151,7 @@ def test_autogen_openai_reply_cut_off_in_thinking_gives_no_answer(scripted_serve
     thinking over autogen's OpenAI client too: its guess is never taken as the answer."""
     cut = "Let me think. A first guess is \\boxed{99}, but I should check"
     srv = scripted_server(lambda req: Reply(content=cut, finish_reason="length"))
-    system = AutoGenChat(1, client="openai", base_url=srv.base_url, model="scripted-model")
+    system = AutoGenChat(rounds=1, autogen_client="openai", base_url=srv.base_url, model="scripted-model")
     ctx = make_ctx(client=None)  # type: ignore[arg-type]
     result = asyncio.run(system.solve(PROBLEM, FakeMathTask(), ctx))
     said = [t for t in ctx.transcript if "event" not in t]

@@ -75,7 +75,7 @@ def test_star_exit_aggregates_the_leaves():
 
 
 def test_answer_handoff_reviews_and_revises_the_senders_answer():
-    result, ctx, client = solve(MacNet(topology="chain", handoff="answer"))
+    result, ctx, client = solve(MacNet(topology="chain", macnet_handoff="answer"))
     # entry->0: one call; 0->1 .. 3->4 and 4->exit: review + revision each
     assert ctx.calls == 1 + 2 * 5
     roles = [t["role"] for t in ctx.transcript if "role" in t]
@@ -91,7 +91,7 @@ def test_answer_handoff_reviews_and_revises_the_senders_answer():
 
 
 def test_answer_handoff_default_graph_aggregates_once_all_arrive():
-    result, ctx, _ = solve(MacNet(handoff="answer"))
+    result, ctx, _ = solve(MacNet(macnet_handoff="answer"))
     assert ctx.calls == 21 and result.details["aggregated"] == ["node3", "node4"]
 
 

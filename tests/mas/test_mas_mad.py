@@ -43,7 +43,11 @@ def run(policy, rounds: int = 3, task=None, judge_sees: str = "first-round", sto
     marked so."""
     client = ScriptedClient(policy, AGENTS)
     ctx = make_ctx(client)
-    result = asyncio.run(MADDebate(rounds, judge_sees, stop).solve(PROBLEM, task or FakeMathTask(), ctx))
+    result = asyncio.run(
+        MADDebate(rounds=rounds, mad_judge=judge_sees, mad_stop=stop).solve(
+            PROBLEM, task or FakeMathTask(), ctx
+        )
+    )
     return result, client, ctx
 
 
@@ -222,10 +226,10 @@ def test_judge_option_shows_the_last_round():
     cand = client.calls[-2]
     assert "(round 3)" in cand.last_user and "(round 1)" not in cand.last_user
     assert result.answer == "72"
-    assert make_system("mad", mad_judge="last-round").judge_sees == "last-round"
-    assert make_system("mad").judge_sees == "first-round"
+    assert make_system("mad", mad_judge="last-round").mad_judge == "last-round"
+    assert make_system("mad").mad_judge == "first-round"
     with pytest.raises(ConfigError, match="mad-judge"):
-        MADDebate(judge_sees="everything")
+        MADDebate(mad_judge="everything")
 
 
 @pytest.mark.parametrize(
@@ -297,9 +301,9 @@ def test_no_prompt_asks_a_debater_to_hold_its_position():
 
 # --- the reference stop rule (the default) ------------------------------------------------------
 def test_reference_rule_is_the_default():
-    assert make_system("mad").stop == "reference"
+    assert make_system("mad").mad_stop == "reference"
     with pytest.raises(ConfigError, match="--mad-stop"):
-        MADDebate(stop="sometimes")
+        MADDebate(mad_stop="sometimes")
 
 
 @pytest.mark.parametrize("raw", ["73", "\\boxed{73}", 73, "$73$", " 73. ", ["73"]])

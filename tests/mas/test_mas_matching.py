@@ -93,7 +93,7 @@ def test_mad_then_vote_spends_the_same_calls_per_sample(scripted_server, tmp_pat
 
     # --votes overrides the match: no matched run in config or summary.
     explicit = cfg("vote")
-    explicit.votes = 2
+    explicit.system_options = {"votes": 2}
     two = asyncio.run(run_eval(explicit, progress=False))
     assert two["llm_calls_per_sample"] == 2 and "matched_run" not in two
     assert "matched_to" not in json.loads((Path(two["run_dir"]) / "config.json").read_text())

@@ -1,0 +1,29 @@
+"""Run folders made before the system registry keep their names: every system's identity (and
+the identity-1 "legacy" one an old folder is found by) hashes as it did. The expected hashes were
+written by the code before the registry (tests/mas/data/identity_before_registry.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mars_eval.run.config import EvalConfig
+from mars_eval.run.identity import model_identity
+from mars_eval.run.store import config_hash
+
+CASES = json.loads((Path(__file__).parent / "data" / "identity_before_registry.json").read_text())
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['system']}-{c['engine']}-{sorted(c['options'])}")
+def test_identity_hash_is_the_one_before_the_registry(case) -> None:
+    cfg = EvalConfig(task="arith", system=case["system"], system_options=dict(case["options"]))
+    if "matched" in case:
+        cfg.matched = case["matched"]
+    engine = case["engine"]
+    model = model_identity("m", engine) if engine == "http" else {"model": "m", "engine": engine}
+    identity = cfg.identity(model, "d" * 16)
+    assert identity == case["identity"]
+    assert config_hash(identity) == case["hash"]
+    assert config_hash(cfg.legacy_identity("m")) == case["legacy_hash"]
