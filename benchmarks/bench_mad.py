@@ -79,7 +79,14 @@ async def bench(n_problems: int, samples: int, latency: float) -> dict:
     problems = task.load()[:n_problems]
     client = LatencyEndpoint({p.question: p.gold for p in problems}, latency)
     with tempfile.TemporaryDirectory() as out:
-        cfg = EvalConfig(task="arith", system="mad", system_options={"rounds": 3}, limit=n_problems, samples=samples, output=out)
+        cfg = EvalConfig(
+            task="arith",
+            system="mad",
+            system_options={"rounds": 3},
+            limit=n_problems,
+            samples=samples,
+            output=out,
+        )
         summary = await run_eval(cfg, client=client, progress=False)
         with open(f"{summary['run_dir']}/samples.jsonl") as f:
             records = [json.loads(line) for line in f]

@@ -58,7 +58,14 @@ def test_the_bar_moves_on_every_call_of_a_debate(tmp_path, monkeypatch):
     model = GatedModel()
 
     async def main() -> dict:
-        cfg = EvalConfig(task="arith", system="mad", model="gated", limit=1, output=str(tmp_path), system_options={"rounds": 1})
+        cfg = EvalConfig(
+            task="arith",
+            system="mad",
+            model="gated",
+            limit=1,
+            output=str(tmp_path),
+            system_options={"rounds": 1},
+        )
         run = asyncio.create_task(run_eval(cfg, client=model, progress=False))
         while not run.done():  # release one call at a time, waiting for each to be taken
             model.gate.set()

@@ -21,7 +21,6 @@ from rich.table import Table
 
 from mars_eval.textsafe import shown
 
-
 OPPONENT_NOTES = {
     "mcts<N>": "Monte Carlo tree search with N simulations (board games)",
     "cfr": "Kuhn poker CFR average policy",

@@ -65,7 +65,9 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         # A task file (FILE.yaml) is the --task custom flags it stands for: the same run folder.
-        self.task, self.data_files, self.task_options = as_custom(self.task, self.data_files, self.task_options)
+        self.task, self.data_files, self.task_options = as_custom(
+            self.task, self.data_files, self.task_options
+        )
 
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)

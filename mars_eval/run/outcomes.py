@@ -16,7 +16,8 @@ it beside its accuracy instead of hiding it among errors:
 - unparsed: a reply the system had to read in a set form could not be read (DyLAN's ranking,
   AgentVerse's expert list or evaluation): the system went on with its documented fallback,
   and `details["unparsed"]` counts such replies in the sample.
-- a system's own counts (`System.counts`; MAD's causes of no answer, mas.mad.MAD_COUNTS): verdict_not_an_answer (a
+- a system's own counts (`System.counts`; MAD's causes of no answer, mas.mad.MAD_COUNTS):
+  verdict_not_an_answer (a
   debate answer that is a side's name, a placeholder or unreadable ended the debate),
   verdict_unparseable (no JSON verdict could be read), judge_no_answer (the judge's answer was empty).
 

@@ -25,6 +25,7 @@ from mars_eval.models import make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
+from mars_eval.run.cached_client import CachedClient
 from mars_eval.run.config import EvalConfig, open_run, run_folder
 from mars_eval.run.failures import error_kinds, sample_error, stops_run
 from mars_eval.run.identity import data_hash, engine_kind
@@ -32,7 +33,6 @@ from mars_eval.run.matching import find_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
-from mars_eval.run.cached_client import CachedClient
 from mars_eval.run.store import RunStore
 from mars_eval.run.units import run_all
 from mars_eval.tasks import load_problems
