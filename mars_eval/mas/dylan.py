@@ -11,7 +11,7 @@ Agents agent0..agentN-1 share one system prompt (a debate: explain your reasons)
 2. every agent is shown all layer-1 replies (its own among them, final text only) and the
    problem again, and gives an updated answer (no earlier turns of its own: a fresh context);
 3. a ranker (no system prompt, a fresh context) is shown the layer-2 replies, numbered, and
-   picks the best two as "[i, j]" (the last such pair in its reply);
+   picks the best two as "[i,j]" (the last such pair naming two agents, read as MASLab does);
 4. the two picked agents are shown the two picked layer-2 replies and answer again.
 
 Early stop (agreement): within layers 1 and 2, agents answer in order; once k > floor(2/3 n)
@@ -52,17 +52,20 @@ from mars_eval.mas.util import debate_question, gather_or_cancel
 from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
 
-PAIR = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
+# As MASLab's ranking reader: "[i,j]" with no space inside the brackets but after the comma, no
+# leading zero; only pairs naming agents 1..n count (MASLab's character class [1234] for its 4).
+PAIR = re.compile(r"\[([1-9]\d*),\s*([1-9]\d*)\]")
 
 
 def parse_pair(text: str, n: int) -> tuple[list[int], bool]:
-    """The last "[i, j]" in a ranking, as 0-based indices clipped to 0..n-1, and whether one was
-    found (when none is, the first two, as in the reference)."""
-    found = PAIR.findall(text)
+    """The last "[i,j]" in a ranking whose i and j both name agents (1..n), as 0-based indices,
+    and whether one was found (when none is, the first two, as in the reference). Pairs naming
+    no agent, such as "[0, 1]", are passed over, so "[2,3] ... the interval [0, 1]" picks 2, 3."""
+    found = [(int(i), int(j)) for i, j in PAIR.findall(text) if int(i) <= n and int(j) <= n]
     if not found:
         return [0, 1], False
     i, j = found[-1]
-    return [min(max(int(x) - 1, 0), n - 1) for x in (i, j)], True
+    return [i - 1, j - 1], True
 
 
 @register

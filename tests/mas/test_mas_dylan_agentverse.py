@@ -91,6 +91,18 @@ def test_dylan_two_ranked_best_agreeing_stop_after_the_ranking():
     assert ctx.calls == 9 and result.answer == "73"
 
 
+def test_dylan_ranking_reads_the_last_pair_naming_agents_as_maslab():
+    def policy(call):
+        if call.agent == "ranker":
+            return "The best are [2,3]; each answer lies in the interval [0, 1]."
+        return boxed(10 * call.n + int(call.agent[-1]))
+
+    result, ctx, client = solve(DyLAN(), policy, DYLAN_AGENTS)
+    assert ctx.calls == 11 and result.details["unparsed"] == 0
+    assert result.details["picked"] == ["agent1", "agent2"]
+    assert sorted(c.agent for c in client.calls if c.n == 2) == ["agent1", "agent2"]
+
+
 def test_dylan_unparseable_ranking_falls_back_to_the_first_two_and_is_counted():
     def policy(call):
         if call.agent == "ranker":
@@ -104,7 +116,11 @@ def test_dylan_unparseable_ranking_falls_back_to_the_first_two_and_is_counted():
 
 
 def test_dylan_parse_pair_and_agent_count():
-    assert parse_pair("x [3,1] then [2, 9]", 4) == ([1, 3], True)  # the last pair, clipped
+    assert parse_pair("x [3,1] then [2, 9]", 4) == ([2, 0], True)  # [2, 9] names no agent
+    assert parse_pair("[2,3] ... the interval [0, 1]", 4) == ([1, 2], True)
+    assert parse_pair("[ 2,3] and [2,3 ] and [02,3]", 4) == ([0, 1], False)  # MASLab reads none
+    assert parse_pair("[1,2] or [12,3]", 4) == ([0, 1], True)
+    assert parse_pair("[5,6]", 6) == ([4, 5], True) and parse_pair("[5,6]", 4)[1] is False
     assert parse_pair("nothing", 4) == ([0, 1], False)
     with pytest.raises(ConfigError):
         DyLAN(agents=2)
