@@ -216,8 +216,6 @@ class EndpointPool(httpx.AsyncBaseTransport):
             await self._transport.aclose()
 
 
-
-
 def _server_root(base: str) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
