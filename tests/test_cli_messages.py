@@ -160,6 +160,15 @@ def test_summary_table_shows_markup_model_names_literally() -> None:
     assert "\x1b[2J" not in text and "\x1b[31mred" not in text
 
 
+def test_summary_says_in_one_line_how_many_replies_were_cut_off() -> None:
+    out = io.StringIO()
+    print_summary_table(_summary(truncated_calls=7, llm_calls=12), Console(file=out, width=300))
+    assert "7 of 12 replies were cut off at --max-tokens." in out.getvalue()
+    out = io.StringIO()
+    print_summary_table(_summary(truncated_calls=0, llm_calls=12), Console(file=out, width=300))
+    assert "cut off" not in out.getvalue()
+
+
 def test_games_table_shows_markup_model_names_literally() -> None:
     from mars_eval.report.games_console import print_results
 

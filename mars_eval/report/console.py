@@ -82,6 +82,11 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
             f"[yellow]{errors} sample(s) failed ({shown(summary.get('error_kinds'))}): not scored; "
             "the same command reruns them.[/yellow]"
         )
+    cut = summary.get("truncated_calls") or 0
+    if cut:  # one plain line: a low --max-tokens (e.g. --sampling maslab with thinking) cuts most replies
+        total = summary.get("llm_calls")
+        of = f" of {total}" if total else ""
+        console.print(f"[yellow]{cut}{of} replies were cut off at --max-tokens.[/yellow]")
     console.print(f"run folder: {shown(summary['run_dir'])}", highlight=False)
 
 
