@@ -54,7 +54,8 @@ from mars_eval.tasks.base import Problem, Task
 
 # As MASLab's ranking reader: "[i,j]" with no space inside the brackets but after the comma, no
 # leading zero; only pairs naming agents 1..n count (MASLab's character class [1234] for its 4).
-PAIR = re.compile(r"\[([1-9]\d*),\s*([1-9]\d*)\]")
+# At most 9 digits an index: longer is no agent's index (and int() refuses over 4300 digits).
+PAIR = re.compile(r"\[([1-9]\d{0,8}),\s*([1-9]\d{0,8})\]")
 
 
 def parse_pair(text: str, n: int) -> tuple[list[int], bool]:

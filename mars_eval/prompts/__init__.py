@@ -204,6 +204,8 @@ def load_pack(spec: str | None = None) -> PromptPack:
         if not path.is_file():
             known = ", ".join(n for n, _ in available_packs())
             raise ConfigError(f"no prompt pack {spec!r}; known: {known} (or give a YAML file)")
+    if path.is_dir():
+        raise ConfigError(f"prompt pack {spec} is a directory (give a YAML file)")
     if not path.is_file():
         raise ConfigError(f"prompt pack file {spec} does not exist")
     try:

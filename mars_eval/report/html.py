@@ -105,10 +105,12 @@ def named_order(dirs: list[str]) -> list[str]:
 def page_name(run: RunDir, rec: dict[str, Any]) -> str:
     """The transcript page of a sample, relative to the files folder. A long key is cut and ends
     in a hash of the whole key: cut alone, the K samples of a long problem id ("...#0", "...#1")
-    would share one page."""
+    would share one page. A key whose characters were replaced ends in that hash too."""
     raw = str(rec.get("key", "sample"))
     key = re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
-    if len(key) > 120:
+    if key != raw or len(key) > 120:
+        # replacing characters or cutting loses what told ids apart ("a/b", "a:b" and "a b" all
+        # read "a_b"): the hash of the raw key keeps distinct ids on distinct pages
         key = key[:100] + "-" + hashlib.sha256(raw.encode()).hexdigest()[:16]
     return f"{run.name}/{key}.html"
 

@@ -36,7 +36,7 @@ from mars_eval.tasks.base import Problem
 from mars_eval.tasks.choice import extract_choice_letter
 from mars_eval.tasks.extract import extract_math_answer
 from mars_eval.tasks.loading import HubDataset, load_rows
-from mars_eval.tasks.math_scoring import MathScorer, canonical_math, default_scorer
+from mars_eval.tasks.math_scoring import MAX_INT_DIGITS, MathScorer, canonical_math, default_scorer
 from mars_eval.tasks.math_tasks import text_id
 from mars_eval.tasks.prompting import TaskPrompts
 from mars_eval.tasks.registry import ANSWER_TYPES, register_task
@@ -196,6 +196,12 @@ class CustomTask:
         pid = pid or text_id("custom", question)
         gold = str(row[self.answer_field]).strip()
         if self.answer_type == "math":
+            if re.search(rf"\d{{{MAX_INT_DIGITS + 1},}}", gold):
+                # the math checker (sympy) converts numbers with int(), which refuses longer ones
+                raise ConfigError(
+                    f"--data-files {where}: row {number} ({pid}): the answer has a number over "
+                    f"{MAX_INT_DIGITS} digits (the longest a math answer may hold)"
+                )
             return Problem(pid, self.prompts.math(question), gold, question)
         if self.answer_type == "exact":
             if self.prompts.bare:

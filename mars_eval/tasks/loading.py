@@ -29,6 +29,8 @@ from typing import Any
 from mars_eval.models.base import ConfigError
 from mars_eval.models.hub import hub_reachable
 
+# A cell may be as long as a JSON line may (the csv module's default refuses cells over 128 KB).
+CSV_FIELD_LIMIT = 64 * 1024 * 1024
 _BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 _PROBE_TIMEOUT_S = 3.0
 _TRUE = {"1", "true", "yes", "on"}
@@ -146,9 +148,11 @@ def _read_json_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_csv_rows(path: Path) -> list[dict[str, Any]]:
-    """Every cell as text: type inference would turn "073" into 73 and "None" into NaN."""
+    """Every cell as text: type inference would turn "073" into 73 and "None" into NaN. Read as
+    utf-8-sig: a byte-order mark (Excel's "CSV UTF-8") is not part of the first column's name."""
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     header = _csv_header(path)
-    with path.open(newline="", encoding="utf-8") as f:
+    with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         next(reader)
         rows = []
@@ -164,8 +168,9 @@ def _read_csv_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def _csv_header(path: Path) -> list[str]:
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             header = next(csv.reader(f), [])
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ConfigError(f"--data-files {path}: cannot read it as csv: {_one_line(e)}") from e
@@ -272,7 +277,7 @@ def _line_numbers(data_files: str | None, count: int) -> tuple[str, list[int]]:
             if len(numbers) == count:  # JSON lines (a JSON list spans other lines: rows then)
                 return "line", numbers
         if suffix == ".csv":
-            with path.open(newline="", encoding="utf-8") as f:
+            with path.open(newline="", encoding="utf-8-sig") as f:
                 reader = csv.reader(f)
                 next(reader, None)
                 numbers = []

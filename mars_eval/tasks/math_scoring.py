@@ -35,16 +35,18 @@ from multiprocessing.connection import Connection
 from mars_eval.tasks.base import ScorerError
 from mars_eval.tasks.math_worker import DEFAULT_CHECK
 
+MAX_INT_DIGITS = 4300  # sys.int_info.default_max_str_digits: int() refuses longer strings
 _INT = re.compile(r"^[+-]?\d+$")
 _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+$")  # "58,500" (MATH writes "10,\\!080")
 _ZERO_FRACTION = re.compile(r"^([+-]?\d+)\.0*$")  # "73.0" -> "73"
 _INT_NOISE = re.compile(r"\\[,!; ]|\{,\}|\s")
 
 
-def as_int(answer: str) -> int | None:
-    """The integer an answer states when it is a plain integer.
+def int_text(answer: str) -> str | None:
+    """The canonical digits ("-12", no leading zeros) of an answer that is a plain integer.
 
     Accepts "073", "+5", "$12$", "7.0", and thousands separators ("58,500", "10,\\!080").
+    Text, not int(): Python refuses int() of a string over 4300 digits, and a reply may hold more.
     """
     s = _INT_NOISE.sub(lambda m: "," if m.group() == "{,}" else "", answer.strip().strip("$"))
     m = _ZERO_FRACTION.match(s)
@@ -52,7 +54,20 @@ def as_int(answer: str) -> int | None:
         s = m.group(1)
     if _THOUSANDS.match(s):
         s = s.replace(",", "")
-    return int(s) if _INT.match(s) else None
+    if not _INT.match(s):
+        return None
+    sign = "-" if s[0] == "-" else ""
+    digits = s.lstrip("+-").lstrip("0") or "0"
+    return (sign if digits != "0" else "") + digits
+
+
+def as_int(answer: str) -> int | None:
+    """The integer an answer states when it is a plain integer of at most MAX_INT_DIGITS digits
+    (the interpreter's int() limit; longer ones compare as text, see int_text)."""
+    text = int_text(answer)
+    if text is None or len(text.lstrip("-")) > MAX_INT_DIGITS:
+        return None
+    return int(text)
 
 
 def _check_spec(check: str | Callable[[str, str], bool]) -> str:
@@ -90,7 +105,7 @@ class MathScorer:
 
     def equivalent(self, gold: str, answer: str) -> bool:
         """True when `answer` equals `gold` mathematically. Raises ScorerError on failure."""
-        g, a = as_int(gold), as_int(answer)
+        g, a = int_text(gold), int_text(answer)
         if g is not None and a is not None:
             return g == a
         with self._lock:
@@ -205,8 +220,8 @@ def canonical_math(answer: str) -> str:
     s = _LEFT_RIGHT.sub("", s)
     s = _DEGREES.sub("", s)
     s = re.sub(r"\s+", "", s)
-    n = as_int(s)
-    return str(n) if n is not None else s
+    n = int_text(s)
+    return n if n is not None else s
 
 
 def _measure(n: int = 200) -> None:
