@@ -27,8 +27,8 @@ makes 1..`turns` turns: 4..27 with the defaults (with more critics, each critic 
 Deviations (named): a recruiter reply with fewer experts than asked is padded with a generic
 expert, one with more is cut (the reference raises), and an evaluation without a readable
 "Correctness:" ends the sample with the solution it has (the reference raises); both are counted
-in `details["unparsed"]`. The reference also keeps the discussion and advice across samples
-(state on the instance): here each sample starts afresh.
+in `details["unparsed"]`. Each sample starts afresh (no discussion or advice carries over), as
+in MASLab, whose inference.py builds a new method instance for every sample.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class MacNet(System):
 
     @dataclass(frozen=True)
     class Options:
-        agents: int = option(5, "agents in the graph", minimum=2)
+        agents: int = option(5, "agents in the graph (the entry and exit nodes not counted)", minimum=2)
         topology: str = option("random", "graph: " + ", ".join(TOPOLOGIES), choices=TOPOLOGIES)
         macnet_handoff: str = option(
             "maslab",

@@ -151,3 +151,20 @@ def test_a_system_from_a_file_is_registered_under_its_own_name(tmp_path, forget_
     bad.write_text("raise RuntimeError('boom')\n")
     with pytest.raises(ConfigError, match="importing .* failed: RuntimeError: boom"):
         system_class(f"{bad}:Echo")
+
+
+def test_agents_and_rounds_help_names_every_system_that_declares_them() -> None:
+    import os
+    import re
+
+    from mars_eval.mas.registry import all_option_specs
+    from tests.support.cli import run_cli
+
+    declared = all_option_specs()
+    assert {s for s, _ in declared["agents"]} == {"debate", "dylan", "agentverse", "macnet"}
+    assert {s for s, _ in declared["rounds"]} >= {"mad", "autogen", "debate", "agentverse"}
+    out = run_cli(["mas", "--help"], env={**os.environ, "COLUMNS": "400"})
+    flat = re.sub(r"[\s│]+", " ", out.stdout)
+    for flag in ("agents", "rounds"):
+        for system, spec in declared[flag]:
+            assert f"{system}: {spec.help}" in flat, (flag, system)
