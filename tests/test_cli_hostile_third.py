@@ -98,3 +98,19 @@ def test_a_directory_given_as_a_prompt_pack_is_called_a_directory(tmp_path) -> N
     folder.mkdir()
     with pytest.raises(ConfigError, match="is a directory"):
         load_pack(str(folder))
+
+
+# --- 6. usage numbers from the server ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokens", [1e308, float("inf"), float("nan"), -5, 2.5, "12", [1], True])
+def test_a_usage_count_that_is_no_token_count_is_a_malformed_reply(tokens) -> None:
+    """`usage.prompt_tokens: 1e308` raised OverflowError in run/progress.py (inf: in int())."""
+    from mars_eval.models.completion import MalformedReply, completion_problem, parse_completion
+
+    data = {"choices": [{"message": {"content": "4"}}], "usage": {"prompt_tokens": tokens}}
+    assert "prompt_tokens" in (completion_problem(data) or "")
+    with pytest.raises(MalformedReply):
+        parse_completion(data, 0.1)
+    fine = {"choices": [{"message": {"content": "4"}}], "usage": {"prompt_tokens": 12.0}}
+    assert parse_completion(fine, 0.1).prompt_tokens == 12

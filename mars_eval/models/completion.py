@@ -45,6 +45,22 @@ def not_json_message(content_type: str | None, body: bytes) -> str:
     return f"malformed reply: the server answered 200 with a body that is not JSON ({kind}): {start!r}"
 
 
+MAX_USAGE_TOKENS = 10**9  # a token count a server reports; past it the reply is malformed
+
+
+def usage_count(usage: dict, name: str) -> int:
+    """`usage[name]` as a token count in 0..MAX_USAGE_TOKENS (None or missing: 0); ValueError for
+    anything else (1e308, inf, -5, "12"): a count that size would overflow the progress sums."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"usage.{name} is not a number: {str(value)[:40]!r}")
+    if not (0 <= value <= MAX_USAGE_TOKENS) or value != int(value):
+        raise ValueError(f"usage.{name} = {value!r:.40} is not a token count (0..{MAX_USAGE_TOKENS})")
+    return int(value)
+
+
 def completion_problem(data: object) -> str | None:
     """Why `data` is not a usable chat completion, or None when it is."""
     if not isinstance(data, dict):
@@ -53,7 +69,7 @@ def completion_problem(data: object) -> str | None:
         message = data["choices"][0]["message"]
         content = message.get("content")
         usage = data.get("usage") or {}
-        int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        usage_count(usage, "prompt_tokens"), usage_count(usage, "completion_tokens")
     except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
         return f"malformed chat completion ({type(exc).__name__}: {exc})"
     if content is not None and not isinstance(content, str):
@@ -101,8 +117,8 @@ def parse_completion(data: object, latency_s: float, thinking: bool = False) -> 
     return ChatResponse(
         content=text,
         thinking=thought,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=usage_count(usage, "prompt_tokens"),
+        completion_tokens=usage_count(usage, "completion_tokens"),
         latency_s=latency_s,
         finish_reason=finish,
         extra={"max_tokens_lowered_to": lowered} if lowered else {},
