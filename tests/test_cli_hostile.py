@@ -423,7 +423,7 @@ def test_a_200_reply_that_is_no_completion_is_asked_again(tmp_path, system) -> N
             base_urls=[srv.base_url],
             data_files=str(data.path),
             output=str(tmp_path / "runs"),
-            rounds=1,
+            system_options={"rounds": 1},
         )
         summary = asyncio.run(run_eval(cfg, progress=False))
         outcomes = [e.outcome for e in srv.entries()]

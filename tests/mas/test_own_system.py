@@ -73,7 +73,7 @@ def test_a_system_from_a_file_runs_resumes_and_reports(scripted_server, tmp_path
     assert "critique" in page.read_text(encoding="utf-8")
 
 
-def test_the_python_api_runs_the_same_run_folder(scripted_server, tmp_path):
+def test_the_python_api_runs_the_same_run_folder(scripted_server, tmp_path, forget_file_systems):
     import mars_eval
 
     srv = scripted_server(CritiquePolicy())

@@ -108,17 +108,6 @@ def test_the_runner_rebuilds_a_matched_system_once_its_value_is_known(tmp_path, 
     assert summary["system"] == "vote" and summary["llm_calls_per_sample"] == 5  # 4.5 half up
 
 
-@pytest.fixture
-def forget_file_systems():
-    """Systems loaded from files in a test leave the process-wide registry afterwards."""
-    from mars_eval.mas import registry
-
-    before = dict(registry._SYSTEMS)
-    yield
-    registry._SYSTEMS.clear()
-    registry._SYSTEMS.update(before)
-
-
 def test_a_system_from_a_file_is_registered_under_its_own_name(tmp_path, forget_file_systems) -> None:
     path = tmp_path / "mine.py"
     path.write_text(
