@@ -191,34 +191,19 @@ async def play_async(
     **options: Any,
 ) -> PlayResult:
     """`play`, awaitable."""
+    import inspect
+
     from mars_eval.run.games_config import build_config
     from mars_eval.run.games_runner import run_games
 
-    settings: dict[str, Any] = {
-        "train": False,
-        "held_out": False,
-        "agent": None,
-        "opponents": None,
-        "episodes": None,
-        "seed": 0,
-        "output": "results/runs",
-        "concurrency": None,
-        "max_tokens": None,
-        "temperature": None,
-        "thinking": None,
-        "prompt_style": None,
-        "fresh": False,
-    }
-    unknown = [
-        k for k in options if k not in settings and k not in ("request_timeout", "max_attempts", "prompts")
-    ]
+    known = set(inspect.signature(build_config).parameters) - {"games", "model", "base_url"}
+    unknown = [k for k in options if k not in known]
     if unknown:
         from mars_eval.models.base import ConfigError
 
         raise ConfigError(f"play() has no option {unknown[0]!r}")
-    settings.update(options)
     urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
-    cfg = build_config(games=games, model=model, base_url=urls, **settings)
+    cfg = build_config(games=games, model=model, base_url=urls, **options)
     summary = await run_games(cfg, progress=progress)
     return PlayResult(summary=summary, run_dir=Path(summary["run_dir"]))
 
