@@ -127,6 +127,30 @@ def checkpoint_settings(model: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+# The flags only an LLM player uses: a built-in --agent sends no text and makes no call.
+LLM_ONLY = (
+    "base_url",
+    "temperature",
+    "max_tokens",
+    "thinking",
+    "prompt_style",
+    "prompts",
+    "request_timeout",
+    "max_attempts",
+)
+
+
+def check_agent_flags(agent: str | None, given: dict[str, Any]) -> None:
+    """With a built-in --agent, an LLM-only flag given (`given`: by parameter name, None or an
+    empty list = not given) is refused, as `mas` refuses a system option no chosen system uses."""
+    if not agent:
+        return
+    used = [k for k in LLM_ONLY if given.get(k) not in (None, [])]
+    if used:
+        flags = ", ".join("--" + k.replace("_", "-") for k in used)
+        raise ConfigError(f"{flags}: used by an LLM player only, not by --agent {agent!r}; drop it")
+
+
 def build_config(
     *,
     games: str | None = None,
@@ -161,6 +185,9 @@ def build_config(
         raise ConfigError(f"unknown prompt style {prompt_style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     if prompts is not None:  # with --agent too: a bad pack is bad input either way
         load_pack(prompts)
+    given = dict(base_url=base_url, temperature=temperature, max_tokens=max_tokens, thinking=thinking)
+    given.update(prompt_style=prompt_style, prompts=prompts)
+    check_agent_flags(agent, {**given, "request_timeout": request_timeout, "max_attempts": max_attempts})
     chosen = select_games(games, train, held_out)
     cfg = GamesConfig(
         games=chosen,

@@ -94,6 +94,26 @@ def test_bad_input_exits_2_with_one_line(tmp_path, extra, message):
     assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--temperature", "0.5"], "--temperature"),
+        (["--base-url", "http://127.0.0.1:9/v1"], "--base-url"),
+        (["--max-tokens", "64"], "--max-tokens"),
+        (["--no-thinking"], "--thinking"),
+        (["--prompt-style", "full"], "--prompt-style"),
+        (["--max-attempts", "2"], "--max-attempts"),
+    ],
+)
+def test_an_llm_flag_with_a_built_in_agent_is_refused(tmp_path, extra, flag):
+    """Issue 31: `--agent random --temperature 0.5` played and exited 0, the flag ignored."""
+    out = tmp_path / "runs"
+    res = run_cli(["games", "--agent", "random", "--games", "tic_tac_toe", "--output", str(out), *extra])
+    assert res.returncode == 2, res.describe()
+    assert f"{flag}: used by an LLM player only" in res.stderr, res.describe()
+    assert len(res.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def first_legal_policy(req: ScriptedRequest) -> Reply:
     """Plays the first listed legal action, after some thinking the client must strip."""
     prompt = req.messages[-1]["content"]
