@@ -7,6 +7,7 @@ with more scored samples, not the newer one, and one stderr line names the run l
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from tests.support.cli import mas_args, run_cli
@@ -43,3 +44,21 @@ def test_report_names_the_runs_it_leaves_out_and_follows_the_extension(tmp_path,
     bad = run_cli(["report", str(out), "--model", "nope"])
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.describe()
     assert "'nope'" in bad.stderr and f"'{MODEL}'" in bad.stderr
+
+
+def test_report_shows_a_copied_games_run_once_and_names_the_copy(tmp_path):
+    """Issue 31: two folders holding the same games run printed every games row twice."""
+    first = tmp_path / "a"
+    args = ["games", "--agent", "random", "--games", "tic_tac_toe", "--opponents", "random"]
+    res = run_cli([*args, "--episodes", "3", "--output", str(first), "--json"])
+    assert res.returncode == 0, res.describe()
+    run_dir = Path(res.summary["run_dir"])
+    copy = tmp_path / "b" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    md = tmp_path / "r.md"
+    report = run_cli(["report", str(first), str(tmp_path / "b"), "--out", str(md)])
+    assert report.returncode == 0, report.describe()
+    rows = [ln for ln in md.read_text().splitlines() if ln.startswith("| random | tic_tac_toe |")]
+    assert len(rows) == 2, rows  # one per seat, not one per seat and copy
+    lines = [ln for ln in report.stderr.splitlines() if ln.startswith("left out games rows")]
+    assert len(lines) == 1 and f"{run_dir} (2 rows)" in lines[0], report.stderr

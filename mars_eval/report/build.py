@@ -32,7 +32,7 @@ def build_report(
     --model no run has, an output path that cannot be written: checked first). `skipped` gets
     one line per folder or samples.jsonl line left out, with why; `say` one line naming every
     run the tables leave out (several runs of one model, system and task: the one with the most
-    scored samples is shown)."""
+    scored samples is shown), and every run with games rows another run shows."""
     fmt = report_format(out, fmt)
     target = Path(out) if out else Path(dirs[0]) / ("report.html" if fmt == "html" else "report.md")
     check_target(target)
@@ -42,6 +42,11 @@ def build_report(
         say(
             f"left out {len(report.left_out)} run(s) of a model, system and task that another run "
             f"with more scored samples (or as many, newer) shows: {names}"
+        )
+    if report.games_left_out and say is not None:
+        say(
+            "left out games rows of a player, game, opponent and seat that another run with more "
+            f"episodes (or as many, newer) shows: {', '.join(report.games_left_out)}"
         )
     path = write_markdown(report, target) if fmt == "md" else write_html(report, target)
     if skipped is not None:

@@ -310,16 +310,41 @@ def data_quality(cell: MasCell) -> Quality:
 
 
 # --- games and training ---------------------------------------------------------------------------
-def games_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
-    """One row per (run, game, opponent, seat) from each games run's summary, with the model's
+def games_rows(runs: list[RunDir], left_out: list[str] | None = None) -> list[dict[str, Any]]:
+    """One row per (model, game, opponent, seat) from the games runs' summaries, with the model's
     training step when the model is a checkpoint, a Wilson interval on the win rate, and the
     95% interval of the normalized return (`norm_low`, `norm_high`: the mean return's t
-    interval mapped through the game's affine normalization)."""
+    interval mapped through the game's affine normalization).
+
+    Several runs with a row of one model, game, opponent and seat (a copied run folder, or
+    runs with other settings): the row with the most episodes is shown, the newest run's on a
+    tie, as the mas tables pick their runs; `left_out` gets one "FOLDER (N rows)" per run with
+    rows not shown."""
+    chosen: dict[tuple[Any, ...], tuple[tuple[int, float], RunDir, dict[str, Any]]] = {}
+    dropped: Counter[str] = Counter()
+    for run in runs:
+        if run.kind != "games":
+            continue
+        newer = _summary_mtime(run)
+        for r in run.summary.get("results") or []:
+            key = (run.model, r.get("game"), r.get("opponent"), r.get("seat"))
+            weight = (int(r.get("episodes") or 0), newer)
+            if key in chosen and chosen[key][0] > weight:
+                dropped[str(run.path)] += 1
+                continue
+            if key in chosen:
+                dropped[str(chosen[key][1].path)] += 1
+            chosen[key] = (weight, run, r)
+    if left_out is not None:
+        left_out += [f"{path} ({n} row{'s' if n > 1 else ''})" for path, n in sorted(dropped.items())]
+    shown = {id(r) for _, _, r in chosen.values()}
     rows = []
     for run in runs:
         if run.kind != "games":
             continue
         for r in run.summary.get("results") or []:
+            if id(r) not in shown:
+                continue
             row = {"model": run.model, "step": run.step, "run": run.name, **r}
             n = int(r.get("episodes") or 0)
             if n and r.get("win_rate") is not None:
@@ -328,6 +353,13 @@ def games_rows(runs: list[RunDir]) -> list[dict[str, Any]]:
             row["norm_low"], row["norm_high"] = _normalized_interval(r)
             rows.append(row)
     return rows
+
+
+def _summary_mtime(run: RunDir) -> float:
+    try:
+        return (run.path / "summary.json").stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _normalized_interval(r: dict[str, Any]) -> tuple[float | None, float | None]:

@@ -127,7 +127,8 @@ class Report:
         self.named = known_models(models, self.runs) if models else named_order(dirs)
         self.models = tables.model_order(self.cells, self.named)
         self.comparisons = tables.compare_to_first(self.cells, self.models)
-        self.games = report_data.games_rows(self.runs)
+        self.games_left_out: list[str] = []  # "FOLDER (N rows)": games rows another run shows
+        self.games = report_data.games_rows(self.runs, self.games_left_out)
         self.train_runs = [r for r in self.runs if r.kind == "train"]
 
     def skipped(self) -> list[str]:
