@@ -61,9 +61,15 @@ def test_listed_system_defaults_are_the_systems_own() -> None:
     from mars_eval.mas import make_system
 
     listed = {s["system"]: s["options"] for s in catalogue()["systems"]}
-    assert listed["mad"] == {"--rounds": "3", "--mad-judge": "first-round", "--mad-stop": "reference"}
+    assert listed["mad"] == {
+        "--rounds": "3",
+        "--mad-judge": "first-round",
+        "--mad-stop": "reference",
+        "--mad-verdict": "reference",
+    }
     mad = make_system("mad")
-    assert (mad.rounds, mad.mad_judge, mad.mad_stop) == (3, "first-round", "reference")
+    defaults = (mad.rounds, mad.mad_judge, mad.mad_stop, mad.mad_verdict)
+    assert defaults == (3, "first-round", "reference", "reference")
     assert listed["autogen"]["--rounds"] == str(make_system("autogen").rounds)
     assert listed["autogen"]["--autogen-style"] == make_system("autogen").style
     assert listed["vote"] == {"--votes": "the matched run's calls per sample"}

@@ -14,9 +14,17 @@ A turn:
    critique or ends with "[Agree]"; a round in which no critic has disagreed yet ends the
    discussion, otherwise the solver revises. As in the reference, disagreements accumulate over
    the rounds of a turn: once a critic has disagreed, the remaining rounds all run.
-   Who sees what: one shared discussion record ("[expert]: text" entries: solutions, critiques
-   that disagree, the evaluator's advice) that the solver sees the last 5 entries of and a critic
-   the last 3 (as of the latest solution); it lasts across the turns of a sample;
+   Who sees what, exactly as MASLab's objects: one discussion record ("[expert]: text" entries:
+   solutions, critiques that disagree, the evaluator's advice at the start of a later turn),
+   kept across the turns of a sample. The solver's view is taken after the advice is added and
+   after each disagreeing critique, a critic's after each solution. A view taken while the record
+   holds at most 5 (solver) or 3 (critic) entries is the record itself, not a copy (MASLab's
+   `history_solver = self.history`), so what is appended later shows in it until it is taken
+   again; a view taken from a longer record is a copy of its last 5 or 3 entries. So with
+   critics that disagree, agree, agree (S = a solution, C = a critique), the solver's calls see
+   [], [S0, C1], [S0, C1, S1], [S0, C1, S1, S2]; with 3 experts the second critic sees the first
+   critic's critique of the same round (while the record is short). The first turn's solver
+   view is empty until a critic disagrees;
 3. the evaluator (the experts, the problem and the solution) replies "Correctness: 0 or 1" and
    "Response: ..." (advice). Correctness 1 ends the sample; else its advice goes to the next turn.
 
@@ -24,11 +32,17 @@ The final answer is what the task extracts from the last solution (no vote); non
 Calls: a turn is 4 calls (the critic agrees at once) or 3 + 2 x rounds (9 by default); a sample
 makes 1..`turns` turns: 4..27 with the defaults (with more critics, each critic is one call).
 
-Deviations (named): a recruiter reply with fewer experts than asked is padded with a generic
-expert, one with more is cut (the reference raises), and an evaluation without a readable
-"Correctness:" ends the sample with the solution it has (the reference raises); both are counted
-in `details["unparsed"]`. Each sample starts afresh (no discussion or advice carries over), as
-in MASLab, whose inference.py builds a new method instance for every sample.
+Each sample starts afresh (no discussion or advice carries over from another sample), as in
+MASLab, whose inference.py builds a new method instance for every sample.
+
+Differences from MASLab, where it raises (its inference.py then records the sample as an error
+with no response); each is counted in `details["unparsed"]` (the summary's `unparsed`), and the
+sample is answered and scored:
+  * a recruiter reply with fewer experts than asked is padded with a generic expert, one with
+    more is cut;
+  * an evaluation without a readable "Correctness:" ends the sample with the solution it has;
+  * an evaluation with a "Correctness:" but no "Response:" goes on with the whole evaluation
+    reply (newline runs collapsed) as the advice.
 """
 
 from __future__ import annotations
@@ -70,6 +84,9 @@ def parse_evaluation(text: str) -> tuple[int | None, str]:
 class AgentVerse(System):
     name = "agentverse"
     summary = "AgentVerse (MASLab): expert recruitment, solver and critics, an evaluator, in turns"
+    # 2: the solver's and critics' views are MASLab's (the record itself while short), a missing
+    # "Response:" is counted.
+    protocol = 2
 
     @dataclass(frozen=True)
     class Options:
@@ -107,9 +124,8 @@ class AgentVerse(System):
             roles, ok = parse_roles(reply.content, self.agents, self._t("generic_expert"))
             unparsed += not ok
             ctx.note("recruitment", turn=turn, roles=roles, parsed=ok)
-            if advice != no_advice:
-                discussion.append(_msg("assistant", f"[Evaluator]: {advice}"))
-            solution, record = await self._discuss(ctx, question, roles, discussion, turn)
+            given = advice if advice != no_advice else None
+            solution, record = await self._discuss(ctx, question, roles, discussion, turn, given)
             evaluation = await ctx.ask(
                 "evaluator",
                 [
@@ -125,7 +141,11 @@ class AgentVerse(System):
                 tag={"stage": f"turn {turn}: evaluation", **stage},
             )
             score, advice_text = parse_evaluation(evaluation.content)
-            ctx.note("evaluation", turn=turn, correctness=score, parsed=score is not None)
+            advice_found = ADVICE.search(evaluation.content) is not None
+            parsed = score is not None
+            ctx.note("evaluation", turn=turn, correctness=score, parsed=parsed, advice_found=advice_found)
+            if score is not None and not advice_found:  # MASLab raises; the whole reply is the advice
+                unparsed += 1
             turns.append({"turn": turn, "roles": roles, **record, "correctness": score})
             if score is None:
                 unparsed += 1
@@ -149,12 +169,25 @@ class AgentVerse(System):
         )
 
     async def _discuss(
-        self, ctx: SampleContext, question: str, roles: list[str], discussion: list[Message], turn: int
+        self,
+        ctx: SampleContext,
+        question: str,
+        roles: list[str],
+        discussion: list[Message],
+        turn: int,
+        advice: str | None,
     ) -> tuple[str, dict[str, Any]]:
-        """The vertical solver-first discussion of one turn: (the last solution, a summary)."""
+        """The vertical solver-first discussion of one turn: (the last solution, a summary).
+
+        `solver_view` and `critic_view` are what the solver and the critics are shown; each is
+        re-taken where MASLab re-takes it (`_window`), and a view that is the record itself shows
+        entries appended after it was taken (see the module docstring)."""
         solver_system = _msg("system", self._t("solver_system", question=question))
         solver_user = _msg("user", self._t("solver", role=roles[0]))
-        solver_view = discussion[-SOLVER_MEMORY:] if len(discussion) > 0 else []
+        solver_view: list[Message] = []  # nothing before the first advice
+        if advice is not None:
+            discussion.append(_msg("assistant", f"[Evaluator]: {advice}"))
+            solver_view = _window(discussion, SOLVER_MEMORY)
 
         async def propose(rnd: int) -> str:
             reply = await ctx.ask(
@@ -167,7 +200,7 @@ class AgentVerse(System):
             return reply.content
 
         solution = await propose(0)
-        critic_view = discussion[-CRITIC_MEMORY:]
+        critic_view = _window(discussion, CRITIC_MEMORY)
         disagreed = 0
         rounds_run = 0
         for rnd in range(1, self.rounds + 1):
@@ -187,13 +220,19 @@ class AgentVerse(System):
                     disagreed += 1
                     text = re.sub(r"\n+", "\n", critique.content.strip())
                     discussion.append(_msg("assistant", f"[{role}]: {text}"))
-                    solver_view = discussion[-SOLVER_MEMORY:]
+                    solver_view = _window(discussion, SOLVER_MEMORY)
             ctx.note("critique_round", turn=turn, round=rnd, disagreements_so_far=disagreed)
             if disagreed == 0:
                 break
             solution = await propose(rnd)
-            critic_view = discussion[-CRITIC_MEMORY:]
+            critic_view = _window(discussion, CRITIC_MEMORY)
         return solution, {"criticizing_rounds": rounds_run, "consensus": disagreed == 0}
+
+
+def _window(discussion: list[Message], most: int) -> list[Message]:
+    """A view of the discussion as MASLab takes it: the record itself (not a copy) while it holds
+    at most `most` entries, so entries appended later show in it; else a copy of the last `most`."""
+    return discussion if len(discussion) <= most else discussion[-most:]
 
 
 def _msg(role: str, content: str) -> Message:

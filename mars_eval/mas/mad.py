@@ -15,17 +15,33 @@ Round r > 1: each side gets the other side's latest argument and is asked whethe
 with its reasons and answer (the references' neutral wording: nothing asks a debater to hold
 its position). After every round the moderator, who sees both arguments of that round and its
 own earlier verdicts, answers with the references' JSON verdict (`"Whether there is a
-preference"`, `"Supported Side"`, `"Reason"`, `"debate_answer"`), read by
-`verdict.parse_verdict` (never eval).
+preference"`, `"Supported Side"`, `"Reason"`, `"debate_answer"`). The moderator's memory keeps
+its reply with "```json" and "```" removed and stripped, as MASLab's does.
+
+Reading a verdict (`mad_verdict`, --mad-verdict); nothing a model writes is ever executed:
+  * "reference" (default): what the references' `eval()` reads, read with `ast.literal_eval`
+    (`verdict.read_reference_verdict`; its docstring lists where the two differ: names, operators
+    and calls that only eval runs). The moderator's reply is read de-fenced as above (MASLab),
+    the judge's as it is, so a fenced judge reply is unreadable (both references). A verdict is a
+    reply that is one Python literal, a dict with the key "debate_answer": prose around it,
+    JSON's true/false/null, or keys such as "answer" are unreadable, as there. Where the
+    references' eval() or indexing raises, MASLab's inference.py records the sample as an error
+    with no response; here the debate ends at that reply with no answer, scored (wrong) and
+    counted as `verdict_unparseable`, never dropped. (Skytliang's interactive.py does not
+    de-fence the moderator's reply either: a fenced moderator verdict fails there, not here.)
+  * "tolerant" (ours): `verdict.parse_verdict`, a JSON or Python-style object anywhere in the
+    reply, fenced or not, thinking removed, key aliases (`answer`, `final_answer`, ...).
 
 Stop rule (`mad_stop`, --mad-stop):
-  * "reference" (default), as both references: the debate ends at the first verdict whose
-    `debate_answer` is not empty, and that text is the answer as written (the task reads its
-    answer from it: "73", "\\boxed{73}", "(C)"). A side's name ("Affirmative") or a placeholder
-    ("Continue", "N/A") also ends the debate: it is scored as given, with no answer (wrong), and
-    counted as `verdict_not_an_answer`, as is a text the task cannot read an answer from. A
-    verdict with no JSON that can be read also ends the debate with no answer (the references
-    fail the sample there; we score it), counted as `verdict_unparseable`.
+  * "reference" (default), as MASLab: the debate ends at the first verdict whose
+    `debate_answer` is true in Python (`if mod_ans["debate_answer"]`: "", 0, None, False and []
+    go on; " " and "0" stop), and that value is the answer as written (the task reads its
+    answer from it: "73", "\\boxed{73}", "(C)"). Skytliang's stop test is `!= ''` instead, so
+    there 0, None, False and [] end the debate too; that variant is not offered. A side's name
+    ("Affirmative") or a placeholder ("Continue", "N/A") also ends the debate: it is scored as
+    given, with no answer (wrong), and counted as `verdict_not_an_answer`, as is a text the task
+    cannot read an answer from. An unreadable verdict also ends the debate with no answer (the
+    references fail the sample there; we score it), counted as `verdict_unparseable`.
   * "lenient" (ours): a debate answer that names a side stands for that side's answer of this
     round (what the task extracts from it); a placeholder, an answer the task cannot read, or an
     unreadable verdict does not end the debate.
@@ -40,10 +56,11 @@ as JSON `{"Reason", "debate_answer"}`, after being reminded of the topic. What i
     references give it (`memory_lst[2]`, the first reply in each debater's memory);
   * `mad_judge="last-round"` (ours): the last round's arguments.
 Under "reference" the judge's answer is read like a moderator's (a side name is no answer,
-counted; unreadable JSON is no answer, counted) and an empty one is no answer, counted as
-`judge_no_answer`: the references have no fallback. Under "lenient" a judge answer naming a side
-stands for the argument of that side the judge was shown, and the final answer is the first
-available of, in this order:
+counted; an unreadable reply is no answer, counted) and one false in Python ("", 0, None) is no
+answer, counted as `judge_no_answer`: the references have no fallback (MASLab then fails the
+sample, having no answer to return; Skytliang reports the empty answer). Under "lenient" a
+judge answer naming a side stands for the argument of that side the judge was shown, and the
+final answer is the first available of, in this order:
   1. the judge's JSON debate answer;
   2. an answer the task extracts from the judge's reply text (no JSON could be read);
   3. the affirmative side's last answer;
@@ -55,6 +72,7 @@ Prompt text: the prompt pack's `mas.mad.*` templates (mars_eval.prompts).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +86,8 @@ from mars_eval.mas.verdict import (
     is_placeholder,
     named_side,
     parse_verdict,
+    read_reference_verdict,
+    strip_json_fences,
 )
 from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
@@ -101,17 +121,18 @@ def resolve_answer(verdict: Verdict | None, task: Task, sides: dict[str, str]) -
 def reference_answer(verdict: Verdict | None, task: Task) -> tuple[bool, str | None, str]:
     """The references' rule: (does the debate stop, the task's answer, how it was read).
 
-    Stops at any non-empty `debate_answer` (the references' `if mod_ans["debate_answer"]`) and at
-    a verdict that cannot be read at all ("unparseable"). A stop without a task answer is
-    "not_an_answer" (a side name, a placeholder, a text the task cannot read); "empty": no stop.
+    Stops at a `debate_answer` that is true in Python (MASLab's `if mod_ans["debate_answer"]`:
+    "", 0, None, False, [] go on; " " and "0" stop) and at a verdict that cannot be read at all
+    ("unparseable"). A stop without a task answer is "not_an_answer" (a side name, a
+    placeholder, a text the task cannot read); "empty": no stop.
     """
     if verdict is None:
         return True, None, "unparseable"
     raw = verdict.raw_answer
+    if not raw:
+        return False, None, "empty"
     if isinstance(raw, list) and len(raw) == 1:  # ["73"]: one answer in a list
         raw = raw[0]
-    if raw is None or raw is False or raw == [] or (isinstance(raw, str) and not raw.strip()):
-        return False, None, "empty"
     text = raw if isinstance(raw, str) else str(raw)
     if named_side(text) is not None or is_placeholder(text):
         return True, None, "not_an_answer"
@@ -128,8 +149,10 @@ class MADDebate(System):
         "Liang et al. MAD: affirmative and negative debate, a moderator may end each round; else a "
         "judge picks after the last"
     )
-    # 2: the references' defaults; 3: the references' stop rule by default, no judge fallback.
-    protocol = 3
+    # 2: the references' defaults; 3: the references' stop rule by default, no judge fallback;
+    # 4: verdicts read as the references read them (mad_verdict), Python truthiness stops, the
+    # moderator's memory holds its de-fenced reply.
+    protocol = 4
     counts = MAD_COUNTS
 
     @dataclass(frozen=True)
@@ -146,6 +169,12 @@ class MADDebate(System):
             "fallback) or lenient (a side's name stands for its answer, placeholders go on, judge "
             "fallbacks)",
             choices=("reference", "lenient"),
+        )
+        mad_verdict: str = option(
+            "reference",
+            "how verdicts are read: reference (the one Python literal the references' eval() reads, "
+            "never executed) or tolerant (a JSON object anywhere in the reply, key aliases)",
+            choices=("reference", "tolerant"),
         )
 
     @property
@@ -185,8 +214,8 @@ class MADDebate(System):
             mod_prompt = self._text(
                 "moderator_round", ordinal=ordinal(rnd), affirmative=aff_text, negative=neg_text
             )
-            mod_text = await _say(ctx, MODERATOR, mod, mod_prompt, role="moderator")
-            verdict = parse_verdict(mod_text)
+            mod_text = await _say(ctx, MODERATOR, mod, mod_prompt, role="moderator", keep=strip_json_fences)
+            verdict = self._read(mod_text, moderator=True)
             if self.mad_stop == "reference":
                 stops, answer, via = reference_answer(verdict, task)
             else:
@@ -215,6 +244,13 @@ class MADDebate(System):
         shown = first if self.mad_judge == "first-round" else last
         return await self._judge(question, task, ctx, shown, last, verdicts)
 
+    def _read(self, text: str, *, moderator: bool) -> Verdict | None:
+        """A verdict as `mad_verdict` reads it: the references de-fence a moderator's reply before
+        reading it, and read the judge's as it is."""
+        if self.mad_verdict == "tolerant":
+            return parse_verdict(text)
+        return read_reference_verdict(strip_json_fences(text) if moderator else text)
+
     async def _judge(
         self,
         question: str,
@@ -235,7 +271,7 @@ class MADDebate(System):
         at = len(ctx.transcript) - 1
         ctx.note("judge_candidates", agent=JUDGE, candidates_at=at, shown=self.mad_judge)
         pick_text = await _say(ctx, JUDGE, judge, self._text("judge_pick", question=question), role="judge")
-        verdict = parse_verdict(pick_text)
+        verdict = self._read(pick_text, moderator=False)
         if self.mad_stop == "reference":
             _, answer, via = reference_answer(verdict, task)
             ctx.note("judge_verdict", agent=JUDGE, **_verdict_record(self.rounds, verdict, answer, via))
@@ -268,12 +304,18 @@ class MADDebate(System):
 
 
 async def _say(
-    ctx: SampleContext, agent: str, history: list[Message], prompt: str, role: str = "debater"
+    ctx: SampleContext,
+    agent: str,
+    history: list[Message],
+    prompt: str,
+    role: str = "debater",
+    keep: Callable[[str], str] | None = None,
 ) -> str:
-    """Append a user turn, ask the agent, append its reply (content only) and return it."""
+    """Append a user turn, ask the agent, append its reply (content only; `keep(content)` where
+    given) and return the content."""
     history.append({"role": "user", "content": prompt})
     resp = await ctx.ask(agent, list(history), role=role)
-    history.append({"role": "assistant", "content": resp.content})
+    history.append({"role": "assistant", "content": keep(resp.content) if keep else resp.content})
     return resp.content
 
 

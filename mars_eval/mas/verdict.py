@@ -1,9 +1,27 @@
-"""Read a JSON verdict out of a model's reply, safely.
+"""Read a verdict out of a moderator's or judge's reply, safely, in one of two ways.
 
-Moderators and judges are asked for a JSON object, but models wrap it in code fences, put
-prose around it, think first, or write Python-ish dicts (single quotes, True/None, trailing
-commas). The reference MAD code ran `eval()` on that text; here the text is only ever
-*scanned* and handed to `json.loads` after a character-level rewrite, so nothing in it can
+The reference reading (`read_reference_verdict`, MAD's default `mad_verdict=reference`) reads
+what the references read: they run Python's `eval()` on the reply (MASLab's MAD after removing
+every "```json" and "```" and surrounding whitespace from a moderator's reply, the judge's reply
+as it is; Skytliang's both as they are) and index the result with "debate_answer". Here
+`ast.literal_eval` runs on the same text instead, which never executes anything: on every text
+both accept they give the same value, and every text `literal_eval` reads `eval` reads too. What
+only `eval` reads, and so is read by the references but unreadable here:
+  * names: those the reference's scope defines (builtins such as `len`, module globals, locals
+    such as `self`); `true`, `false`, `null` are names too, and fail in both;
+  * operators beyond a number's sign and complex literals (`2+3`, `"7"+"3"`, `-(-1)`, `not 1`,
+    `1 < 2`, `a if b else c`), calls (`dict(debate_answer="73")`, `str(73)`; `set()` is read
+    by both), attribute access, subscripts, comprehensions, lambdas and f-strings.
+A reply is a verdict when it is a single Python literal that is a dict with the key
+"debate_answer" (exactly); anything else (prose around the object, JSON's true/false/null, a
+fence around a judge's reply, other key names) fails there as in the references. Strings are
+read as Python reads them: `"\\boxed{7}"` written with one backslash holds a backspace, as in the
+references.
+
+The tolerant reading (`parse_verdict`, `mad_verdict=tolerant`) is ours. Moderators and judges
+are asked for a JSON object, but models wrap it in code fences, put prose around it, think
+first, or write Python-ish dicts (single quotes, True/None, trailing commas). Here the text is
+only ever *scanned* and handed to `json.loads` after a character-level rewrite, so nothing in it can
 run. Work is bounded: at most `MAX_TEXT` trailing characters are looked at, at most
 `MAX_STARTS` candidate objects are tried, each at most `MAX_OBJECT` characters long and
 `MAX_DEPTH` levels deep.
@@ -17,6 +35,7 @@ followed by "oxed{73}" (see `_escape`).
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field
@@ -339,6 +358,51 @@ def parse_verdict(text: str) -> Verdict | None:
     """The verdict in a reply, or None when no JSON object can be read from it."""
     obj = parse_json_object(text, keys=VERDICT_KEYS)
     return Verdict.from_object(obj) if obj is not None else None
+
+
+# --- the references' reading ---------------------------------------------------------------
+
+REFERENCE_ANSWER_KEY = "debate_answer"
+# The keys of the references' moderator verdict, read for the record only.
+_REFERENCE_FIELDS = {
+    "Whether there is a preference": "preferred",
+    "Supported Side": "side",
+    "Reason": "reason",
+}
+_JSON_FENCE_MARKS = re.compile(r"```json|```")
+
+
+def strip_json_fences(text: str) -> str:
+    """The moderator reply with every "```json" and "```" removed, stripped (what MASLab evaluates
+    and keeps in the moderator's memory)."""
+    return _JSON_FENCE_MARKS.sub("", text).strip()
+
+
+def read_literal(text: str) -> tuple[bool, Any]:
+    """(readable, value): `text` read as one Python literal, never executed (see the module
+    docstring for where this differs from `eval`)."""
+    try:
+        return True, ast.literal_eval(text)
+    except Exception:  # SyntaxError, ValueError, TypeError (an unhashable key), MemoryError, ...
+        return False, None
+
+
+def read_reference_verdict(text: str) -> Verdict | None:
+    """The verdict the references read from `text` (already de-fenced for a moderator), or None
+    where indexing their `eval()` result with "debate_answer" fails."""
+    ok, obj = read_literal(text if isinstance(text, str) else "")
+    if not ok or not isinstance(obj, dict) or REFERENCE_ANSWER_KEY not in obj:
+        return None
+    fields = {name: obj.get(key) for key, name in _REFERENCE_FIELDS.items()}
+    raw = obj[REFERENCE_ANSWER_KEY]
+    return Verdict(
+        preferred=_truthy(fields["preferred"]),
+        side=_side(fields["side"]),
+        reason=str(fields["reason"] or ""),
+        answer=_answer_text(raw),
+        raw={str(k): v for k, v in obj.items()},
+        raw_answer=raw,
+    )
 
 
 # --- verdict answers -> task answers ------------------------------------------------------

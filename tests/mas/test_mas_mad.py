@@ -38,13 +38,21 @@ def debater_policy(moderator: list[str], judge: list[str] | None = None, aff: st
     return policy
 
 
-def run(policy, rounds: int = 3, task=None, judge_sees: str = "first-round", stop: str = "lenient"):
+def run(
+    policy,
+    rounds: int = 3,
+    task=None,
+    judge_sees: str = "first-round",
+    stop: str = "lenient",
+    reader: str = "tolerant",
+):
     """Most tests below are of the lenient rule (--mad-stop lenient); the reference rule's are
-    marked so."""
+    marked so. All read verdicts with the tolerant reader (--mad-verdict tolerant: fenced JSON
+    after thinking, key aliases); the reference reader's tests are in test_mas_mad_reference.py."""
     client = ScriptedClient(policy, AGENTS)
     ctx = make_ctx(client)
     result = asyncio.run(
-        MADDebate(rounds=rounds, mad_judge=judge_sees, mad_stop=stop).solve(
+        MADDebate(rounds=rounds, mad_judge=judge_sees, mad_stop=stop, mad_verdict=reader).solve(
             PROBLEM, task or FakeMathTask(), ctx
         )
     )

@@ -105,7 +105,7 @@ def test_mad_stop_rules(tmp_path, scripted_server):
     assert (s["verdict_not_an_answer"], s["verdict_unparseable"], s["judge_no_answer"]) == (2, 1, 1)
     assert s["llm_calls_per_sample"] == pytest.approx(26 / 5)
     config = json.loads((Path(s["run_dir"]) / "config.json").read_text())
-    assert config["mad_stop"] == "reference" and config["protocol"] == 3
+    assert config["mad_stop"] == "reference" and config["protocol"] == 4
     assert "mad: debate answer not an answer" in ref.stdout  # the console table shows the counts
     report = run_cli(["report", str(Path(s["run_dir"]).parent), "--format", "md"])
     assert report.returncode == 0, report.describe()
