@@ -96,7 +96,8 @@ class AgentVerse(System):
 
     @property
     def max_calls(self) -> int:
-        return self.agents * self.rounds
+        # a turn: recruit, solve, per round every critic and a revision, evaluate (27 by default)
+        return self.turns * (3 + self.rounds * self.agents)
 
     def _t(self, key: str, **values: Any) -> str:
         return self.prompts.render(f"mas.agentverse.{key}", **values)

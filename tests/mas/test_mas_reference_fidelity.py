@@ -228,3 +228,10 @@ def test_protocols_are_bumped(system):
     from mars_eval.mas.registry import system_class
 
     assert system_class(system).protocol == {"mad": 4, "agentverse": 2}[system]
+
+
+def test_agentverse_max_calls_is_the_most_a_sample_makes():
+    from mars_eval.mas import make_system
+
+    assert make_system("agentverse").max_calls == 27  # 3 turns x (3 + 3 rounds x 2 agents)
+    assert make_system("agentverse", agents=3, rounds=1, turns=2).max_calls == 12
