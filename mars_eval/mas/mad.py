@@ -2,7 +2,9 @@
 
 The default reproduces the references, Skytliang/Multi-Agents-Debate (interactive.py,
 config4all.json) and MASLab's methods/mad (max_round 3): who sees what, the prompts' intent,
-the number of turns and the stop rule. What differs is an option or is listed here.
+the number of turns, how verdicts are read and the stop rule; where the two references differ,
+MASLab's (the one checked message for message, see docs/systems.md). What differs from it is
+an option or is listed under "Differences" below.
 
 Agents: an affirmative debater, a negative debater, a moderator and (only if needed) a judge.
 Each debater and the moderator keep their own conversation across rounds; only the final
@@ -27,8 +29,8 @@ Reading a verdict (`mad_verdict`, --mad-verdict); nothing a model writes is ever
     JSON's true/false/null, or keys such as "answer" are unreadable, as there. Where the
     references' eval() or indexing raises, MASLab's inference.py records the sample as an error
     with no response; here the debate ends at that reply with no answer, scored (wrong) and
-    counted as `verdict_unparseable`, never dropped. (Skytliang's interactive.py does not
-    de-fence the moderator's reply either: a fenced moderator verdict fails there, not here.)
+    counted as `verdict_unparseable`, never dropped. (Skytliang's interactive.py reads the
+    moderator's reply as it is: a fenced moderator verdict fails there, not here.)
   * "tolerant" (ours): `verdict.parse_verdict`, a JSON or Python-style object anywhere in the
     reply, fenced or not, thinking removed, key aliases (`answer`, `final_answer`, ...).
 
@@ -66,6 +68,16 @@ final answer is the first available of, in this order:
   3. the affirmative side's last answer;
   4. the negative side's last answer;
   5. none (the sample is wrong, not an error).
+
+Differences from MASLab that remain (defaults):
+  * a reply that cannot be read (eval or indexing raises there) or a judge answer that is false
+    fails MASLab's sample (an error record); here it is scored with no answer and counted;
+  * what only `eval()` reads (names, operators, calls: see verdict.py) is unreadable here;
+  * a side's name or a placeholder as the answer is no answer here (counted); MASLab hands the
+    text to its evaluation as the response, where it matches no gold of these tasks either;
+  * the reply read is its final text with thinking removed, which is what MASLab reads from a
+    server that returns reasoning separately; with `<think>` left in the content, MASLab's
+    eval() fails where ours reads the verdict.
 
 Prompt text: the prompt pack's `mas.mad.*` templates (mars_eval.prompts).
 """

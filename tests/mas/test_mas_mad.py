@@ -342,3 +342,44 @@ def test_reference_rule_counts_an_unreadable_verdict_and_stops():
     result, client, _ = run(debater_policy(["I prefer the affirmative side."]), stop="reference")
     assert len(client.calls) == 3 and result.answer is None
     assert result.details["verdict_unparseable"] is True
+
+
+# --- the reference reader (the default) ---------------------------------------------------------
+def reference_verdict(answer: object) -> str:
+    """A Python literal (repr: False and None as Python writes them)."""
+    body = {"Whether there is a preference": "Yes", "Supported Side": "Negative", "Reason": "r"}
+    return repr({**body, "debate_answer": answer})
+
+
+def test_reference_reader_is_the_default():
+    assert make_system("mad").mad_verdict == "reference"
+    with pytest.raises(ConfigError, match="--mad-verdict"):
+        MADDebate(mad_verdict="loose")
+
+
+@pytest.mark.parametrize(
+    ("raw", "calls"), [(0, 6), (False, 6), (None, 6), ([], 6), ("", 6), (" ", 3), ("0", 3)]
+)
+def test_reference_stop_is_python_truthiness(raw, calls):
+    """MASLab's `if mod_ans["debate_answer"]`: a false value goes on, anything else stops."""
+    policy = debater_policy([reference_verdict(raw), reference_verdict("73")])
+    result, client, _ = run(policy, stop="reference", reader="reference")
+    assert len(client.calls) == calls
+    assert result.answer == {6: "73", 3: None if raw == " " else "0"}[calls]
+
+
+def test_reference_reader_keeps_the_moderators_reply_de_fenced():
+    fenced = "```json\n" + reference_verdict("") + "\n```  "
+    result, client, _ = run(
+        debater_policy([fenced, reference_verdict("73")]), stop="reference", reader="reference"
+    )
+    moderator = [c for c in client.calls if c.agent == "moderator"][1]
+    assert moderator.messages[2] == {"role": "assistant", "content": reference_verdict("")}
+    assert result.answer == "73"
+
+
+def test_reference_reader_with_the_lenient_rule():
+    """The readers and the stop rules combine: an unreadable verdict goes on under lenient."""
+    policy = debater_policy(["Prose. " + reference_verdict("72"), reference_verdict("73")])
+    result, client, _ = run(policy, stop="lenient", reader="reference")
+    assert len(client.calls) == 6 and result.answer == "73"
