@@ -176,12 +176,15 @@ def latest_step_checkpoint(checkpoints: Path) -> tuple[int, Path] | None:
     return max(found, key=lambda item: (item[0], item[1].name == "final")) if found else None
 
 
-def prune_step_checkpoints(checkpoints: Path, keep_last: int) -> list[Path]:
+def prune_step_checkpoints(
+    checkpoints: Path, keep_last: int, keep: Callable[[int], bool] | None = None
+) -> list[Path]:
     """Delete all but the newest `keep_last` step-N folders (0: keep all); `initial` and `final`
-    are never touched. Returns what was removed."""
+    are never touched, nor a step for which `keep(step)` is true (a transfer-curve point).
+    Returns what was removed."""
     if keep_last <= 0:
         return []
-    old = [c for _, c in step_checkpoints(checkpoints)][:-keep_last]
+    old = [c for n, c in step_checkpoints(checkpoints)[:-keep_last] if keep is None or not keep(n)]
     for c in old:
         shutil.rmtree(c, ignore_errors=True)
     return old

@@ -124,6 +124,17 @@ class TrainConfig:
     # written into each checkpoint's mars_eval.json (how `mars-eval games --model DIR` samples)
     eval_temperature: float = 0.6
     eval_max_tokens: int = 4096
+    # --- the transfer curve (mars_eval/run/curve.py, docs/training.md "Transfer curve"): at step
+    # 0, every eval_every steps and at the end, the checkpoint is evaluated as `mars-eval games`
+    # and `mars-eval mas` runs under DIR/evals/step-N/ (and those checkpoints are kept); off
+    # while both curve_games and mas_eval are empty
+    curve_games: tuple[str, ...] = ()  # game names, "train" (the run's games), "held_out"
+    curve_opponents: str = ""  # as `mars-eval games --opponents`; "": each game's fixed opponents
+    curve_episodes: int = 50  # per game, opponent and seat
+    # "system:task" entries, or (TOML) tables [[mas_eval]] system, task, data_files, limit,
+    # samples, max_tokens, seed, options
+    mas_eval: tuple[Any, ...] = ()
+    mas_eval_limit: int = 0  # problems of each "system:task" entry (0: all)
     # --- tiny model built from scratch (model == TINY_MODEL) ---
     tiny_hidden_size: int = 64
     tiny_layers: int = 2
@@ -327,6 +338,8 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
         if origin is tuple:
             if isinstance(value, str):
                 value = [v for v in value.split(",") if v]
+            if typing.get_args(hint)[:1] == (Any,):  # mas_eval: strings and tables as given
+                return tuple(value)
             return tuple(str(v) for v in value)
         if origin is dict:
             if isinstance(value, str):
@@ -528,6 +541,9 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         )
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
+    from mars_eval.run.curve import spec_of
+
+    spec_of(cfg.to_dict())  # the transfer curve's games and MAS entries (one line when bad)
 
 
 def rollout_envs(cfg: TrainConfig) -> int:
@@ -584,6 +600,11 @@ SAFE_CHANGES = (
     "micro_batch_tokens",
     "logprob_chunk",
     "vllm_gpu_memory_utilization",
+    "curve_games",
+    "curve_opponents",
+    "curve_episodes",
+    "mas_eval",
+    "mas_eval_limit",
 )
 
 

@@ -147,5 +147,7 @@ def save(
             tmp=tmp,
         )
         if target.name != "final":
-            ckpt.prune_step_checkpoints(target.parent, cfg.keep_last)
+            from training.eval_schedule import is_curve_step
+
+            ckpt.prune_step_checkpoints(target.parent, cfg.keep_last, keep=lambda n: is_curve_step(cfg, n))
     dist.barrier()

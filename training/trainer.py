@@ -291,7 +291,12 @@ class Trainer:
         cfg = self.cfg
         last_good = f"step-{self.start_step}" if self.start_step else "initial"
         view = LiveView(enabled=cfg.live and self.rank == 0, total=cfg.steps)
+        from training.eval_schedule import CurveHook, is_curve_step
+
+        curve = CurveHook(cfg, self.out, self.log)
         with view:
+            if curve.enabled:  # step 0 (and, resumed, the points already passed)
+                curve.catch_up(self.start_step)
             if self.start_step == 0 and cfg.eval_every > 0:  # the starting point, for comparison
                 row = {"step": 0, "time": time.time(), **self.run_eval(0)}
                 self.metrics.write(row)
@@ -312,9 +317,12 @@ class Trainer:
                 # the row before the checkpoint: a resume from step-N always finds row N, and
                 # rows after the checkpoint it resumes from are trimmed (no gaps, no duplicates)
                 self.metrics.write(row)
-                if cfg.save_every > 0 and done % cfg.save_every == 0 and done < cfg.steps:
+                saving = cfg.save_every > 0 and done % cfg.save_every == 0
+                if done < cfg.steps and (saving or is_curve_step(cfg, done)):
                     self.save(f"step-{done}", done)
                     last_good = f"step-{done}"
+                if done < cfg.steps and is_curve_step(cfg, done):
+                    curve.point(done, self.ckpt_dir / f"step-{done}")
                 view.update(row)
                 if not view.enabled:
                     self.log(one_line(row))
@@ -322,6 +330,8 @@ class Trainer:
                     return STOPPED_EARLY
             self.save("final", cfg.steps)  # (not also step-N: the same 48 GB twice for qwen3-4b)
             self.log(f"done: {self.ckpt_dir / 'final'}")
+            if curve.enabled:
+                curve.point(cfg.steps, self.ckpt_dir / "final")
         return OK
 
     def train_step(self, step: int) -> dict[str, Any]:

@@ -288,9 +288,16 @@ def serve(
             stop.wait()
 
 
-from mars_eval.cli import info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402
+from mars_eval.cli import curve_cmds, info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402
 
-for _module in (stats_cmds, suite_cmds, prompts_cmds, models_cmds, info_cmds):  # each registers its commands
+for _module in (
+    stats_cmds,
+    suite_cmds,
+    prompts_cmds,
+    models_cmds,
+    info_cmds,
+    curve_cmds,
+):  # each registers its commands
     _module.register(app)
 
 

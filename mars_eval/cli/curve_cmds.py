@@ -1,0 +1,108 @@
+"""`mars-eval curve TRAIN_RUN_DIR`: the transfer curve of a mars-train run, evaluated (or
+resumed) over its checkpoints. The work is mars_eval.run.curve's; this module declares options."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mars_eval.cli import exitcodes
+from mars_eval.models.base import ConfigError
+
+
+def _mas_items(values: list[str] | None) -> list[Any] | None:
+    """--mas values: SYSTEM:TASK entries (comma-separated or repeated) or a TOML file whose
+    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options)."""
+    if not values:
+        return None
+    items: list[Any] = []
+    for value in values:
+        if value.endswith(".toml"):
+            path = Path(value)
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ConfigError(f"--mas {value}: cannot read it ({exc.strerror or exc})") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"--mas {value} does not parse: {exc}") from None
+            tables = data.get("mas_eval")
+            if not isinstance(tables, list):
+                raise ConfigError(f"--mas {value}: no [[mas_eval]] tables")
+            items += tables
+        else:
+            items += [v for v in value.split(",") if v.strip()]
+    return items
+
+
+def curve(
+    train_dir: Annotated[str, typer.Argument(help="A mars-train run folder (holding checkpoints/)")],
+    games: Annotated[
+        str | None,
+        typer.Option(
+            help="Games: names, train (the run's games), held_out", show_default="the run's curve_games"
+        ),
+    ] = None,
+    mas: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="SYSTEM:TASK (repeatable, or comma-separated), or a TOML file of [[mas_eval]] tables",
+            show_default="the run's mas_eval",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(help="Problems of each SYSTEM:TASK entry", show_default="mas_eval_limit"),
+    ] = None,
+    episodes: Annotated[
+        int | None,
+        typer.Option(help="Episodes per game, opponent and seat", show_default="curve_episodes"),
+    ] = None,
+    opponents: Annotated[
+        str | None,
+        typer.Option(help="As `mars-eval games --opponents`", show_default="curve_opponents"),
+    ] = None,
+    step: Annotated[
+        list[int] | None,
+        typer.Option(help="Only this checkpoint step (repeatable)", show_default="all"),
+    ] = None,
+    engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
+) -> None:
+    """Evaluate every checkpoint of a training run (games and multi-agent systems), resuming."""
+    from rich.console import Console
+
+    from mars_eval.run.curve import read_settings, run_curve, spec_of
+    from mars_eval.textsafe import shown
+
+    root = Path(train_dir)
+    if not root.is_dir():
+        raise ConfigError(f"{train_dir!r} is not a folder")
+    settings = dict(read_settings(root))
+    given = {"curve_games": games, "curve_opponents": opponents, "curve_episodes": episodes}
+    settings.update({k: v for k, v in given.items() if v is not None})
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError("--limit must be at least 1")
+        settings["mas_eval_limit"] = limit
+    items = _mas_items(mas)
+    if items is not None:
+        settings["mas_eval"] = items
+    if engine not in ("auto", "transformers", "vllm"):
+        raise ConfigError(f"--engine {engine!r}: choose auto, transformers or vllm")
+    console = Console(stderr=True)
+    done, errored = run_curve(
+        root,
+        spec_of(settings),
+        lambda line: console.print(shown(line), highlight=False, soft_wrap=True),
+        steps=step,
+        engine=engine,
+    )
+    console.print(f"{done} evaluation(s) under {shown(str(root / 'evals'))}", highlight=False)
+    raise typer.Exit(exitcodes.SOME_ERRORED if errored else exitcodes.OK)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `curve` to `app`."""
+    app.command()(curve)

@@ -1,0 +1,316 @@
+"""The transfer curve: every checkpoint of a mars-train run evaluated on games and inside
+multi-agent systems, each evaluation an ordinary run folder named by the checkpoint's step.
+
+    TRAIN_RUN_DIR/checkpoints/initial            step 0
+    TRAIN_RUN_DIR/checkpoints/step-N             step N (those the trainer kept for the curve)
+    TRAIN_RUN_DIR/checkpoints/final              the last step (train_state/step.json)
+    TRAIN_RUN_DIR/evals/step-000010/<run>/       a `games` or `mas` run folder of step 10
+
+The evaluations are what `mars-eval games --model CKPT` and `mars-eval mas --model CKPT` run
+(the same configuration, identity, run store and resume), with the checkpoint's own sampling
+settings (mars_eval.json): so report, compare and export read them unchanged, and running the
+curve again (`mars-eval curve`, or a resumed training run) re-sends no finished call.
+
+What is evaluated (`CurveSpec`) is in the training run's run_config.json (`curve_games`,
+`curve_opponents`, `curve_episodes`, `mas_eval`, `mas_eval_limit`); `mars-eval curve` can
+override it. A MAS evaluation is "system:task" or a table with `system`, `task` and optionally
+`data_files`, `limit`, `samples`, `max_tokens`, `seed` and the system's options (`options`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mars_eval.models.base import ConfigError
+
+EVALS = "evals"  # TRAIN_RUN_DIR/evals/step-NNNNNN/
+RUN_CONFIG = "run_config.json"  # written by mars-train: the resolved settings of the run
+_STEP_DIR = re.compile(r"step-(\d+)$")
+_MAS_KEYS = ("system", "task", "data_files", "limit", "samples", "max_tokens", "seed", "options")
+
+
+@dataclass(frozen=True)
+class MasEval:
+    """One multi-agent evaluation of every checkpoint."""
+
+    system: str
+    task: str
+    data_files: str | None = None
+    limit: int | None = None  # problems (None: all)
+    samples: int = 1
+    max_tokens: int | None = None  # None: the checkpoint's eval max_tokens
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)  # the system's options (rounds=...)
+
+    @property
+    def label(self) -> str:
+        return f"{self.system}:{self.task}"
+
+
+@dataclass(frozen=True)
+class CurveSpec:
+    games: tuple[str, ...] = ()
+    opponents: str | None = None  # mars-eval games --opponents (None: each game's fixed ones)
+    episodes: int = 50  # per game, opponent and seat
+    mas: tuple[MasEval, ...] = ()
+    seed: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not self.games and not self.mas
+
+
+def parse_mas(items: Any, default_limit: int | None = None) -> tuple[MasEval, ...]:
+    """`mas_eval` as given: a comma-separated string, or a list of "system:task" strings and
+    tables (TOML). ConfigError (one line) on anything else."""
+    if items is None or items == "":
+        return ()
+    if isinstance(items, str):
+        items = [s for s in items.split(",") if s.strip()]
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"mas_eval: expected a list, got {type(items).__name__}")
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            system, sep, task = item.strip().partition(":")
+            if not sep or not system or not task:
+                raise ConfigError(f"mas_eval: {item!r} is not SYSTEM:TASK (e.g. single:arith)")
+            out.append(MasEval(system, task, limit=default_limit))
+            continue
+        if not isinstance(item, dict) or "system" not in item or "task" not in item:
+            raise ConfigError(f"mas_eval: {item!r} needs a system and a task")
+        unknown = [k for k in item if k not in _MAS_KEYS]
+        if unknown:
+            raise ConfigError(f"mas_eval: unknown key {unknown[0]!r} (known: {', '.join(_MAS_KEYS)})")
+        limit = item.get("limit", default_limit)
+        out.append(
+            MasEval(
+                system=str(item["system"]),
+                task=str(item["task"]),
+                data_files=item.get("data_files"),
+                limit=None if limit in (None, 0) else int(limit),
+                samples=int(item.get("samples", 1)),
+                max_tokens=item.get("max_tokens"),
+                seed=int(item.get("seed", 0)),
+                options=dict(item.get("options") or {}),
+            )
+        )
+    return tuple(out)
+
+
+def expand_games(names: Any, train_games: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Game names, with "train" (the run's training games) and "held_out" (the paper's held-out
+    games) expanded; unknown names are ConfigError."""
+    from mars_eval.games import ALL_GAMES, GAMES_HELD_OUT
+
+    if isinstance(names, str):
+        names = [n for n in names.split(",") if n.strip()]
+    out: list[str] = []
+    for name in names or ():
+        name = str(name).strip()
+        if name == "train":
+            out += list(train_games)
+        elif name in ("held_out", "held-out"):
+            out += list(GAMES_HELD_OUT)
+        elif name in ALL_GAMES:
+            out.append(name)
+        else:
+            raise ConfigError(
+                f"curve games: unknown game {name!r} (train, held_out or {', '.join(ALL_GAMES)})"
+            )
+    return tuple(dict.fromkeys(out))
+
+
+def spec_of(settings: dict[str, Any]) -> CurveSpec:
+    """The curve a training run's settings ask for (run_config.json, or TrainConfig.to_dict())."""
+    limit = settings.get("mas_eval_limit") or None
+    episodes = int(settings.get("curve_episodes") or 50)
+    if episodes < 1:
+        raise ConfigError(f"curve_episodes must be >= 1 (got {episodes})")
+    return CurveSpec(
+        games=expand_games(settings.get("curve_games") or (), tuple(settings.get("games") or ())),
+        opponents=settings.get("curve_opponents") or None,
+        episodes=episodes,
+        mas=parse_mas(list(settings.get("mas_eval") or ()), limit),
+        seed=int(settings.get("seed") or 0),
+    )
+
+
+def read_settings(train_dir: Path) -> dict[str, Any]:
+    path = Path(train_dir) / RUN_CONFIG
+    if not path.is_file():
+        raise ConfigError(f"{train_dir} is not a mars-train run folder (no {RUN_CONFIG})")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise ConfigError(f"{path} does not parse") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a JSON object")
+    return data
+
+
+def checkpoint_steps(train_dir: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every complete checkpoint of a training run, by step: initial (0),
+    step-N, final (its saved step; it wins over a step-N of the same step)."""
+    ckpts = Path(train_dir).resolve() / "checkpoints"  # absolute: one run folder name from anywhere
+    found: dict[int, Path] = {}
+    if not ckpts.is_dir():
+        return []
+    for folder in sorted(ckpts.iterdir()):
+        if not (folder / "COMPLETE").is_file():
+            continue
+        m = _STEP_DIR.match(folder.name)
+        if folder.name == "initial":
+            found.setdefault(0, folder)
+        elif m:
+            found.setdefault(int(m.group(1)), folder)
+    final = ckpts / "final"
+    step_file = final / "train_state" / "step.json"
+    if (final / "COMPLETE").is_file() and step_file.is_file():
+        found[int(json.loads(step_file.read_text())["step"])] = final
+    return sorted(found.items())
+
+
+def eval_dir(train_dir: Path, step: int) -> Path:
+    return Path(train_dir) / EVALS / f"step-{step:06d}"
+
+
+def step_of_eval_dir(path: Path) -> int | None:
+    """The step of a run folder under TRAIN_RUN_DIR/evals/step-N/ (else None)."""
+    parent = Path(path).parent
+    m = _STEP_DIR.match(parent.name)
+    return int(m.group(1)) if m and parent.parent.name == EVALS else None
+
+
+def _checkpoint_meta(ckpt: Path) -> dict[str, Any]:
+    path = Path(ckpt) / "mars_eval.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto") -> Any:
+    """The EvalConfig `mars-eval mas --model CKPT` would build, at the checkpoint's sampling."""
+    from mars_eval.mas import check_unused, options_for, system_class
+    from mars_eval.models.base import SamplingParams
+    from mars_eval.run.config import EvalConfig
+
+    meta = _checkpoint_meta(ckpt)
+    cls = system_class(m.system)
+    check_unused([cls.name], dict(m.options))
+    cls.check(cls.make_options(**options_for(cls.name, dict(m.options))), served=False)
+    params = SamplingParams.for_mode(
+        bool(meta.get("thinking", True)),
+        temperature=meta.get("temperature"),
+        max_tokens=m.max_tokens or meta.get("max_tokens"),
+    )
+    return EvalConfig(
+        task=m.task,
+        system=cls.name,
+        model=str(ckpt),
+        data_files=m.data_files,
+        limit=m.limit,
+        samples=m.samples,
+        seed=m.seed,
+        params=params,
+        output=str(output),
+        system_options=dict(m.options),
+        engine=engine,
+        prompts=meta.get("prompts"),
+    )
+
+
+def games_config(spec: CurveSpec, ckpt: Path, output: Path) -> Any:
+    from mars_eval.run.games_config import build_config
+
+    return build_config(
+        games=",".join(spec.games),
+        model=str(ckpt),
+        opponents=spec.opponents,
+        episodes=spec.episodes,
+        seed=spec.seed,
+        output=str(output),
+    )
+
+
+def check_spec(spec: CurveSpec, ckpt: Path) -> None:
+    """Every configuration of the curve built once (bad input is found before any work)."""
+    out = Path("/nonexistent-curve-check")  # only built, never written
+    for m in spec.mas:
+        mas_config(m, ckpt, out)
+    if spec.games:
+        games_config(spec, ckpt, out)
+
+
+async def evaluate_checkpoint_async(
+    spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, *, engine: str = "auto", progress: bool = False
+) -> list[dict[str, Any]]:
+    """Every evaluation of `spec` for one checkpoint; their summaries (each with run_dir and
+    calls_sent). One in-process model client serves them all, loaded at the first call the run
+    stores cannot answer (a finished evaluation never loads it)."""
+    from mars_eval.models import make_client
+    from mars_eval.run.games_runner import run_games
+    from mars_eval.run.runner import run_eval
+
+    out_dir = eval_dir(train_dir, step)
+    ckpt = Path(ckpt).resolve()  # the model's name in the run folder's name: the same from anywhere
+    client = make_client(str(ckpt), engine=engine)
+    summaries = []
+    try:
+        for m in spec.mas:
+            cfg = mas_config(m, ckpt, out_dir, engine)
+            summaries.append(await run_eval(cfg, client=client, progress=progress, close_client=False))
+        if spec.games:
+            summary = await run_games(games_config(spec, ckpt, out_dir), client=client, progress=progress)
+            client = None  # run_games closes the client it is given
+            summaries.append(summary)
+    finally:
+        if client is not None:
+            await client.aclose()
+    return summaries
+
+
+def evaluate_checkpoint(
+    spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, *, engine: str = "auto", progress: bool = False
+) -> list[dict[str, Any]]:
+    return asyncio.run(
+        evaluate_checkpoint_async(spec, ckpt, step, train_dir, engine=engine, progress=progress)
+    )
+
+
+def run_curve(
+    train_dir: Path,
+    spec: CurveSpec,
+    say: Callable[[str], None],
+    *,
+    steps: list[int] | None = None,
+    engine: str = "auto",
+    progress: bool = False,
+) -> tuple[int, int]:
+    """Evaluate every checkpoint (or those of `steps`); (evaluations, errored samples)."""
+    if spec.empty:
+        raise ConfigError("nothing to evaluate: give --games and/or --mas (or set them in the training run)")
+    points = checkpoint_steps(train_dir)
+    if steps is not None:
+        points = [(s, c) for s, c in points if s in set(steps)]
+    if not points:
+        raise ConfigError(f"no complete checkpoint under {Path(train_dir) / 'checkpoints'}")
+    check_spec(spec, points[0][1])
+    done = errored = 0
+    for step, ckpt in points:
+        for summary in evaluate_checkpoint(spec, ckpt, step, train_dir, engine=engine, progress=progress):
+            done += 1
+            errored += int(summary.get("errors") or 0)
+            say(
+                f"step {step}: {Path(summary['run_dir']).name} "
+                f"({int(summary.get('calls_sent') or 0)} call(s) sent)"
+            )
+    return done, errored
