@@ -28,6 +28,7 @@ from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import stats, tables
 from mars_eval.mas.base import expanded_transcript
 from mars_eval.models.base import ConfigError
+from mars_eval.report import curve as report_curve
 from mars_eval.report import data as report_data
 from mars_eval.report import plots
 from mars_eval.report.output import atomic_dir, atomic_file
@@ -53,6 +54,8 @@ def _env() -> jinja2.Environment:
     env.filters["fields"] = _fields
     env.filters["short_model"] = short_model
     env.filters["breakable"] = breakable
+    env.filters["curve_value"] = report_curve.fmt_value
+    env.filters["curve_delta"] = report_curve.fmt_delta
     return env
 
 
@@ -347,6 +350,7 @@ class Report:
             "comparisons": self.comparison_rows(),
             "transfer": self.transfer(),
             "bars": self.accuracy_bars(),
+            "curves": report_curve.transfer_curves(self.runs),
             "checkpoints": self.checkpoint_curves(),
             "games": self.games_section(),
             "train": self.train_section(),
