@@ -1,6 +1,7 @@
 """mars-eval: multi-agent systems on reasoning benchmarks, OpenSpiel games, and MARS self-play RL.
 
-The packages are layers (README "Layout"): models, tasks, mas / games, run, analysis, report, cli.
+The packages are layers (docs/contributing.md, "Layout"): models, tasks, mas / games, run,
+analysis, report, cli.
 """
 
 from __future__ import annotations

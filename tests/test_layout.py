@@ -1,6 +1,6 @@
 """The package layout is the architecture: imports point down the layers, no circles, a lean start.
 
-Layers, lowest first (README "Layout"): textsafe, models, prompts, tasks, mas / games, run,
+Layers, lowest first (docs/contributing.md, "Layout"): textsafe, models, prompts, tasks, mas / games, run,
 analysis, report, cli. Imports inside functions count, as do TYPE_CHECKING imports.
 """
 

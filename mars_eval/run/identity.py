@@ -5,7 +5,7 @@ folder name) is everything that changes results and nothing else:
 
 - the task, and `data`: a hash of the loaded problems (ids, prompts, golds), not the data path,
   so an edited --data-files file is another run, and the same rows under another path the same;
-- the system, its protocol version and the options it uses (`mas.SYSTEM_FLAGS`), with the
+- the system, its protocol version and the options it uses (its `Options`), with the
   system's defaults filled in (`--rounds 3` with mad is mad's default, the same run);
 - sampling settings and the seed;
 - the model: `engine` (http, transformers, vllm: an in-process and an HTTP run never share a

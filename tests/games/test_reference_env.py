@@ -211,9 +211,10 @@ def test_replies_must_match_the_players_moves():
 
 def test_readme_states_the_answer_rule_the_code_applies():
     """The README once said text before the answer was allowed after the rule became the
-    reference's whole-reply one (test_answer_rule: nothing may come before the block)."""
+    reference's whole-reply one (test_answer_rule: nothing may come before the block). The rule
+    now lives on the games page, docs/games.md (issue 31)."""
     from pathlib import Path
 
-    text = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    text = " ".join((Path(__file__).parents[2] / "docs" / "games.md").read_text().split())
     assert "text before the answer is allowed" not in text
     assert "exactly one answer block (text before or after it forfeits the move)" in text
