@@ -74,7 +74,12 @@ def test_listed_system_defaults_are_the_systems_own() -> None:
     assert listed["autogen"]["--autogen-style"] == make_system("autogen").style
     assert listed["vote"] == {"--votes": "the matched run's calls per sample"}
     assert listed["self-consistency"] == {"--samples-per-answer": str(make_system("self-consistency").votes)}
-    assert listed["dylan"] == {"--agents": str(make_system("dylan").agents)}
+    dylan = make_system("dylan")
+    assert listed["dylan"] == {
+        "--agents": str(dylan.agents),
+        "--dylan-variant": dylan.dylan_variant,
+        "--dylan-shuffle": dylan.dylan_shuffle,
+    }
     av = make_system("agentverse")
     assert listed["agentverse"] == {
         "--rounds": str(av.rounds),

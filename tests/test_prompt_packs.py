@@ -482,7 +482,32 @@ class MacNet_Main:
         for node_id, answer in predecessor_answers.items():
             pre_answer += f"({node_id}) {answer}\\n"
 """
+_DYLAN_MAIN = """
+class DyLAN_Main:
+    def _get_role_map(self):
+        return {"Helper": "You help.", "Judge": "You judge."}
+
+    def _construct_message(self, responses, question):
+        if len(responses) == 0:
+            return {"role": "user", "content": question}
+        prefix_string = question + "\\n\\nReplies: "
+        for aid, aresponse in enumerate(responses, 1):
+            response = "\\n\\nReply " + str(aid) + ": ```{}```".format(aresponse)
+            prefix_string = prefix_string + response
+        prefix_string = prefix_string + "\\n\\nUpdate; rate all {} as [[1, 2]].".format(len(responses))
+        return {"role": "user", "content": prefix_string}
+
+    def _construct_ranking_message(self, responses, question):
+        prefix_string = question + "\\n\\nReplies: "
+        for aid, aresponse in enumerate(responses, 1):
+            response = "\\n\\nReply " + str(aid) + ": ```{}```".format(aresponse)
+            prefix_string = prefix_string + response
+        prefix_string = prefix_string + "\\n\\nBest two as [1,2]."
+        return {"role": "user", "content": prefix_string}
+"""
 MORE_SYSTEMS = {
+    "methods/dylan/dylan_main.py": _DYLAN_MAIN,
+    "methods/dylan/configs/config_main.yaml": "roles:\n  - Helper\n  - Helper\n",
     "methods/agentverse/prompt_main.py": _AGENTVERSE_PROMPTS,
     "methods/agentverse/agentverse_main.py": _AGENTVERSE_MAIN,
     "methods/dylan/dylan_math.py": _DYLAN_MATH,
@@ -505,6 +530,13 @@ def test_maslab_import_reads_dylan_agentverse_and_macnet(tmp_path):
     assert t["mas.dylan.rank"].endswith("Rank:{solutions}\n\nPick [1,2].")
     assert t["mas.dylan.solution"] == "\n\nOne: ```{text}```"
     assert t["mas.dylan.numbered"] == "\n\nAgent {index}: ```{text}```"
+    assert t["mas.dylan.main_system"] == "You help.\n"  # config_main.yaml's role, a newline added
+    assert (
+        t["mas.dylan.main_update"]
+        == "{question}\n\nReplies: {responses}\n\nUpdate; rate all {count} as [[1, 2]]."
+    )
+    assert t["mas.dylan.main_rank"] == "{question}\n\nReplies: {responses}\n\nBest two as [1,2]."
+    assert t["mas.dylan.main_response"] == "\n\nReply {index}: ```{text}```"
     assert t["mas.macnet.review"] == 'Review "{previous}" for "{question}"; or <INFO>No revision needed'
     assert t["mas.macnet.improve"] == 'Improve "{previous}" for "{question}" with "{suggestions}".'
     assert t["mas.macnet.personas"] == ["A baker.", "A pilot.", "A poet."]
@@ -525,15 +557,24 @@ def test_runs_of_dylan_agentverse_macnet_with_the_maslab_pack_send_its_text(tmp_
     firsts: list[list[dict]] = []
     srv = scripted_server(lambda req: (firsts.append(req.messages), Reply("So \\boxed{0}."))[1], model=MODEL)
     question = make_task("arith").load()[0].question
-    for system in ("dylan", "agentverse", "macnet"):
+    for system, extra in (
+        ("dylan", ["--dylan-variant", "math"]),
+        ("dylan", []),  # arith runs the main variant, as MASLab's dispatch for a task not named MATH
+        ("agentverse", []),
+        ("macnet", []),
+    ):
         firsts.clear()
         args = mas_args(
             model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", task="arith", system=system
         )
-        res = run_cli(args + ["--limit", "1", "--prompts", "maslab", "--task-prompt", "bare"], env=env)
+        res = run_cli(
+            args + ["--limit", "1", "--prompts", "maslab", "--task-prompt", "bare", *extra], env=env
+        )
         assert res.returncode == 0, res.describe()
         system_text, user_text = firsts[0][0]["content"], firsts[0][-1]["content"]
-        if system == "dylan":
+        if system == "dylan" and not extra:
+            assert system_text == "You help.\n" and user_text == question
+        elif system == "dylan":
             assert system_text == "Debate. Follow the examples."
             assert user_text.startswith("Hard example: \\boxed{1}.\n\nProblem: ") and question in user_text
         elif system == "agentverse":

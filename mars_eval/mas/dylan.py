@@ -1,9 +1,18 @@
-"""`dylan`: DyLAN (Liu et al. 2023, "Dynamic LLM-Agent Network"), as MASLab's math variant.
+"""`dylan`: DyLAN (Liu et al. 2023, "Dynamic LLM-Agent Network"), as MASLab runs it.
 
-Reproduces MASLab's methods/dylan/dylan_math.py with its config (4 agents): the layers, who sees
-what, the early stop on agreement and the ranking step. Prompt text: the prompt pack's
-`mas.dylan.*` templates (ours by default; the imported `maslab` pack holds MASLab's, its MATH
-few-shot examples in the opening).
+Which variant (`--dylan-variant`): MASLab's `get_method_class` picks, among its DyLAN classes,
+the one whose suffix occurs in the dataset's name (`dylan_math` for MATH) and `DyLAN_Main`
+otherwise, so AIME-2024 and GPQA-Diamond run the main variant and only MATH the math one.
+`auto` (default) does the same with the task's name: a name containing "math" (math500)
+runs `math`, every other task (aime24, aime25, gpqa-diamond*, arith, custom) runs `main`
+(MASLab's MMLU and HumanEval variants are not built: such a custom task runs `main` too).
+`main` or `math` forces one. The main variant is `mars_eval.mas.dylan_main` (shuffled orders,
+agreement by MASLab's BLEU stand-in, its own ranker); this module is the math variant.
+
+The math variant reproduces MASLab's methods/dylan/dylan_math.py with its config (4 agents):
+the layers, who sees what, the early stop on agreement and the ranking step. Prompt text: the
+prompt pack's `mas.dylan.*` templates (ours by default; the imported `maslab` pack holds
+MASLab's, its MATH few-shot examples in the opening; the main variant's are `mas.dylan.main_*`).
 
 Agents agent0..agentN-1 share one system prompt (a debate: explain your reasons). Layers:
 
@@ -35,17 +44,21 @@ Deviations (named): the problem is the bare question plus the task's answer form
 MASLab's eight MATH few-shot examples; answers are read and compared by the task's extractor
 and canonical key (not MASLab's string clean-up); an unparseable ranking falls back to agents
 1 and 2 as in MASLab and is counted (`details["unparsed"]`); a pair that names one agent twice
-keeps that agent once (MASLab would ask it twice).
+keeps that agent once (MASLab would ask it twice); an early stop (layers 1 and 2, or the two
+ranked best agreeing) gives the agreed answer, where MASLab returns the bare answer text and
+its inference loop, which wants a mapping with "response", records the sample as an error.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from mars_eval.mas.base import SampleContext, SystemResult, majority
+from mars_eval.mas.base import SampleContext, SystemResult, derive_seed, majority
+from mars_eval.mas.dylan_main import solve_main
 from mars_eval.mas.registry import register
 from mars_eval.mas.system import System, option
 from mars_eval.mas.util import debate_question, gather_or_cancel
@@ -69,23 +82,56 @@ def parse_pair(text: str, n: int) -> tuple[list[int], bool]:
     return [i - 1, j - 1], True
 
 
+VARIANTS = ("auto", "main", "math")
+
+
+def variant_for(option: str, task_name: str) -> str:
+    """The variant a task runs: MASLab's dispatch by name for `auto` (see the module docstring)."""
+    if option != "auto":
+        return option
+    return "math" if "math" in task_name.lower() else "main"
+
+
 @register
 class DyLAN(System):
     name = "dylan"
     summary = (
-        "DyLAN (MASLab math variant): layers of agents stopping on agreement, a ranker keeps the best "
-        "2 for a last layer; agent importance scores"
+        "DyLAN (MASLab's main variant, its math variant for MATH): layers of agents stopping on "
+        "agreement, a ranker keeps the best 2 for a last layer; agent importance scores"
     )
+    protocol = 2  # 2: the main variant by default for every task but math500
 
     @dataclass(frozen=True)
     class Options:
         agents: int = option(4, "agents per layer (the ranker picks 2 of them)", minimum=3)
+        dylan_variant: str = option(
+            "auto",
+            "auto (as MASLab: math for a task named *math*, i.e. math500, else main), main or math",
+            choices=VARIANTS,
+        )
+        dylan_shuffle: str = option(
+            "sample",
+            "main variant's random orders: sample (seeded by --seed and the sample) or maslab "
+            "(--seed alone, every sample, as MASLab's random.seed)",
+            choices=("sample", "maslab"),
+        )
+
+    @property
+    def max_calls(self) -> int:
+        return 2 * self.agents + 3  # two full layers, the ranker, two agents (3 agents: 3 layers)
 
     def _t(self, key: str, **values: Any) -> str:
         return self.prompts.render(f"mas.dylan.{key}", **values)
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:
         question = debate_question(problem, task)
+        if variant_for(self.dylan_variant, task.name) == "main":
+            maslab = self.dylan_shuffle == "maslab"
+            seed = ctx.seed if maslab else derive_seed(ctx.seed, ctx.sample_key, "dylan")
+            return await solve_main(ctx, task, question, self.agents, random.Random(seed), self._t)
+        return await self._solve_math(question, task, ctx)
+
+    async def _solve_math(self, question: str, task: Task, ctx: SampleContext) -> SystemResult:
         names = [f"agent{i}" for i in range(self.agents)]
         system: Message = {"role": "system", "content": self._t("system")}
         everyone = list(range(self.agents))
@@ -172,6 +218,7 @@ class DyLAN(System):
             final_text=final_text,
             how=how if answer is not None else "no agent gave an answer",
             details={
+                "variant": "math",
                 "layers": structure,
                 "picked": [names[i] for i in picked],
                 "importance": importance,

@@ -9,7 +9,9 @@ data folder (`pack_dir()`), where `--prompts NAME` finds them; `--prompts FILE` 
 (`mars-eval prompts show NAME` writes one).
 
 A pack's `hash` covers its templates only (not its name or description): it is part of a run's
-identity, so a run with other prompt text is another run.
+identity, so a run with other prompt text is another run. Templates added later (`schema.LATER`)
+may be missing from a pack (ours' text is used) and count in the hash only where a pack's text
+differs from ours', so adding one keeps every earlier run's folder name.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
-from mars_eval.prompts.schema import LISTS, PLACEHOLDERS, REQUIRED
+from mars_eval.prompts.schema import LATER, LISTS, PLACEHOLDERS, REQUIRED
 
 DEFAULT_PACK = "ours"
 BUILTIN_PACKS = ("ours",)
@@ -79,6 +81,8 @@ def fields_of(template: str) -> set[str]:
 def check_templates(flat: dict[str, Any], where: str) -> None:
     """Refuse a pack with a missing, non-text or malformed template, or a wrong placeholder."""
     for key, allowed in PLACEHOLDERS.items():
+        if key not in flat and key in LATER:
+            continue  # filled from ours (`pack_from_data`)
         if key not in flat:
             raise ConfigError(f"prompt pack {where}: template {key} is missing")
         text = flat[key]
@@ -119,7 +123,9 @@ class PromptPack:
 
     @property
     def hash(self) -> str:
-        blob = json.dumps(self.templates, sort_keys=True, ensure_ascii=False).encode()
+        ours = load_pack(DEFAULT_PACK).templates if LATER & set(self.templates) else {}
+        hashed = {k: v for k, v in self.templates.items() if k not in LATER or v != ours.get(k)}
+        blob = json.dumps(hashed, sort_keys=True, ensure_ascii=False).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def identity(self) -> dict[str, str]:
@@ -167,6 +173,10 @@ def pack_from_data(data: Any, where: str, origin: str = "") -> PromptPack:
         raise ConfigError(f"prompt pack {where}: 'name' must be a non-empty text")
     flat = _flatten(data["templates"])
     check_templates(flat, where)
+    missing = sorted(LATER - set(flat))
+    if missing:  # a pack written before these templates existed: ours' text
+        ours = load_pack(DEFAULT_PACK).templates
+        flat.update({k: ours[k] for k in missing})
     source = data.get("source") if isinstance(data.get("source"), dict) else {}
     return PromptPack(name.strip(), flat, str(data.get("description") or ""), dict(source), origin)
 

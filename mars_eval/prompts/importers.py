@@ -4,7 +4,8 @@
 (roll/agentic/env/<game>/env.py) and the turn texts of `_format_messages`
 (roll/agentic/rollout/env_manager.py). `import_maslab(path)` reads MASWorks/MASLab: MAD's prompt
 constants (methods/mad/mad_prompt.py), AutoGen's no-code assistant message
-(methods/autogen/prompt.py), llm_debate's messages (methods/llm_debate/llm_debate_main.py) and
+(methods/autogen/prompt.py), llm_debate's messages (methods/llm_debate/llm_debate_main.py),
+DyLAN's (methods/dylan: the math and the main variant), AgentVerse's, MacNet's and
 the GPQA / AIME query format of datasets/build_test_dataset.py.
 
 The files are parsed (`ast`), never run: string literals and f-strings are turned into our
@@ -119,6 +120,8 @@ def template_of(node: ast.AST, names: dict[str, str], where: str, positional: tu
         return out
     if isinstance(node, ast.Name) and node.id in names:
         return "{" + names[node.id] + "}"
+    if isinstance(node, ast.Call) and ast.unparse(node) in names:  # str(aid), as a whole
+        return "{" + names[ast.unparse(node)] + "}"
     raise ImportFailure(f"{where}: cannot read a prompt text from {ast.unparse(node)[:60]!r}")
 
 
@@ -561,8 +564,55 @@ def _maslab_dylan(root: Path) -> dict[str, Any]:
     return out
 
 
+def _maslab_dylan_main(root: Path) -> dict[str, Any]:
+    """DyLAN's main variant: the system prompt of config_main.yaml's role (every agent has the
+    same one), and the update and ranking messages (the question, one line per reply, a closing)."""
+    import yaml
+
+    config = root / "methods/dylan/configs/config_main.yaml"
+    try:
+        roles = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("roles")
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        raise ImportFailure(f"{root} has no readable methods/dylan/configs/config_main.yaml") from None
+    if not isinstance(roles, list) or not roles or len(set(roles)) != 1 or not isinstance(roles[0], str):
+        raise ImportFailure("methods/dylan/configs/config_main.yaml: expected one role for every agent")
+    tree, where = _read(root, "methods/dylan/dylan_main.py")
+    maps = [n.value for n in ast.walk(_function(tree, "_get_role_map", where)) if isinstance(n, ast.Return)]
+    if len(maps) != 1 or not isinstance(maps[0], ast.Dict):
+        raise ImportFailure(f"{where}: _get_role_map returns no mapping")
+    texts = {
+        k.value: v
+        for k, v in zip(maps[0].keys, maps[0].values, strict=True)
+        if isinstance(k, ast.Constant) and isinstance(v, ast.Constant) and isinstance(v.value, str)
+    }
+    if roles[0] not in texts:
+        raise ImportFailure(f"{where}: _get_role_map has no text for the role {roles[0]!r}")
+    # _activate_node adds a newline to the role's text
+    out: dict[str, Any] = {"mas.dylan.main_system": template_of(texts[roles[0]], {}, where) + "\n"}
+    items = set()
+    for func, key in (("_construct_message", "main_update"), ("_construct_ranking_message", "main_rank")):
+        body = _function(tree, func, where)
+        steps = _assigned(body, "prefix_string")
+        item = _assigned(body, "response")
+        shape = [ast.unparse(x.left) if isinstance(x, ast.BinOp) else "" for x in steps]
+        if shape != ["question", "prefix_string", "prefix_string"] or len(item) != 1:
+            raise ImportFailure(f"{where}: {func} is not a head, one line per reply and a closing")
+        head, closing = steps[0].right, steps[2].right  # type: ignore[attr-defined]
+        out[f"mas.dylan.{key}"] = (
+            "{question}"
+            + template_of(head, {}, where)
+            + "{responses}"
+            + template_of(closing, {"len(responses)": "count"}, where)
+        )
+        items.add(template_of(item[0], {"str(aid)": "index", "aresponse": "text"}, where))
+    if len(items) != 1:
+        raise ImportFailure(f"{where}: the update and ranking messages list replies differently")
+    out["mas.dylan.main_response"] = items.pop()
+    return out
+
+
 def import_maslab(path: str | Path) -> PromptPack:
-    """The pack `maslab`: MASLab's MAD, AutoGen, llm_debate, DyLAN (math), AgentVerse and MacNet
+    """The pack `maslab`: MASLab's MAD, AutoGen, llm_debate, DyLAN (main, math), AgentVerse and MacNet
     prompts and its GPQA/AIME query format, from a checkout at `path`."""
     root = Path(path).expanduser()
     if not root.is_dir():
@@ -574,6 +624,7 @@ def import_maslab(path: str | Path) -> PromptPack:
     imported.update(_maslab_tasks(root))
     imported.update(_maslab_agentverse(root))
     imported.update(_maslab_dylan(root))
+    imported.update(_maslab_dylan_main(root))
     imported.update(_maslab_macnet(root))
     return _pack(
         "maslab",
