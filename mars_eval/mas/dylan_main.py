@@ -61,7 +61,6 @@ from mars_eval.tasks.base import Task
 
 # MASLab's main ranking reader: single digits 1..7 whatever the number of agents.
 RANKS = re.compile(r"\[([1234567]),\s*([1234567])\]")
-RATINGS = re.compile(r"\[\[(.*?)\]\]")
 AGREE = 0.9 * 100  # MASLab compares its score (a percentage) with this very product
 
 
@@ -69,7 +68,7 @@ def bleu_agrees(reference: str, hypothesis: str) -> bool:
     """MASLab's `cmp_res`: the share of `hypothesis`'s lowercased whitespace tokens found among
     `reference`'s, as a percentage, at least 90 (an empty hypothesis scores 0). Not BLEU (no
     higher n-grams, no clipped counts, no brevity penalty), despite MASLab's name for it."""
-    ref = reference.lower().split()
+    ref = set(reference.lower().split())  # MASLab tests membership in a list: the same, faster
     hyp = hypothesis.lower().split()
     matches = sum(1 for token in hyp if token in ref)
     precision = matches / len(hyp) if hyp else 0
@@ -97,14 +96,33 @@ def parse_ranks(text: str, n: int, rng: random.Random) -> tuple[list[int], bool]
     return [min(max(int(i) - 1, 0), n - 1), min(max(int(j) - 1, 0), n - 1)], True
 
 
+def last_double_bracket(text: str) -> str | None:
+    r"""What `re.findall(r"\[\[(.*?)\]\]", text)[-1]` gives (None for no match), in linear time:
+    that regex retries every "[[" of a line with no "]]" after it, quadratic on such a reply."""
+    found, pos = None, 0
+    close = eol = -2  # the next "]]" and newline found so far (-1: none left)
+    while (i := text.find("[[", pos)) != -1:
+        if -1 < close < i + 2 or close == -2:
+            close = text.find("]]", i + 2)
+        if -1 < eol < i + 2 or eol == -2:
+            eol = text.find("\n", i + 2)
+        if close != -1 and (eol == -1 or close < eol):
+            found, pos = text[i + 2 : close], close + 2
+        elif eol == -1:
+            break
+        else:  # no later "[[" of this line can close before its end either
+            pos = eol + 1
+    return found
+
+
 def parse_ratings(text: str) -> list[int]:
     """MASLab's `_find_array`: the last `[[...]]` on one line, spaces removed, split at commas,
     each an int (0 where it is none)."""
-    found = RATINGS.findall(text)
-    if not found:
+    found = last_double_bracket(text)
+    if found is None:
         return []
     out = []
-    for item in found[-1].replace(" ", "").split(","):
+    for item in found.replace(" ", "").split(","):
         try:
             out.append(int(item))
         except ValueError:  # also past Python's digit limit

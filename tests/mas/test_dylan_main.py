@@ -103,3 +103,37 @@ def test_three_agents_skip_the_ranker():
     result, client = solve(DyLAN(agents=3), distinct)
     assert len(client.calls) == 9 and "ranker" not in client.agents_in_order()
     assert result.details["picked"] == [] and DyLAN(agents=3).max_calls == 9
+
+
+def test_a_pack_without_the_main_templates_loads_and_keeps_its_hash(tmp_path):
+    """Packs written before the main variant lack its templates: ours' text is used, and while a
+    pack's text for them is ours' they are out of its hash (no run folder is renamed)."""
+    import yaml
+
+    from mars_eval.prompts import load_pack, nest
+    from mars_eval.prompts.schema import LATER
+
+    ours = load_pack()
+    old = {k: v for k, v in ours.templates.items() if k not in LATER}
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump({"name": "old", "templates": nest(old)}), encoding="utf-8")
+    pack = load_pack(str(path))
+    assert all(pack.templates[k] == ours.templates[k] for k in LATER)
+    assert pack.hash == ours.hash
+    changed = {**ours.templates, "mas.dylan.main_system": "Another persona."}
+    path.write_text(yaml.safe_dump({"name": "new", "templates": nest(changed)}), encoding="utf-8")
+    assert load_pack(str(path)).hash != ours.hash
+
+
+def test_ratings_reader_is_the_regex_without_its_quadratic_retries():
+    import re
+
+    from mars_eval.mas.dylan_main import last_double_bracket
+
+    rng = random.Random(1)
+    for _ in range(3000):
+        text = "".join(rng.choice("[[]]1, \nx") for _ in range(rng.randint(0, 30)))
+        found = re.findall(r"\[\[(.*?)\]\]", text)
+        assert last_double_bracket(text) == (found[-1] if found else None), text
+    assert last_double_bracket("[[" * 200_000) is None  # one pass (the regex: 10^10 steps)
+    assert last_double_bracket("[[\n" * 100_000 + "[[5]]") == "5"  # each "]]" and newline found once
