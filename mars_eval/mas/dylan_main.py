@@ -43,7 +43,9 @@ records the sample as an error (every early stop errors there); the score lists 
 gives are read (`details["ratings"]`) into DyLAN's agent importance (`details["importance"]`),
 which MASLab's main variant asks for but never computes; agents answering at once where no
 agreement check falls between them run concurrently (the calls and orders are those of the
-sequential reference).
+sequential reference); by default (`--dylan-shuffle sample`) every sample draws its own orders,
+where MASLab reseeds with the same seed for every sample (`maslab` does that); the answer is read
+from the final text by the task's extractor, where MASLab hands the text to its own evaluator.
 """
 
 from __future__ import annotations
