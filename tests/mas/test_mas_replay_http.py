@@ -42,7 +42,9 @@ class LongReplies:
         thinking = " ".join(f"t{rng.randrange(10**6)}" for _ in range(THINK_WORDS))
         content = f"{words} \\boxed{{7}}"
         if "JSON" in req.messages[-1]["content"]:
-            content = '{"Whether there is a preference": "No", "debate_answer": ""} ' + words
+            # one Python literal, as the references read a verdict; the words (under a key no
+            # verdict record keeps) make it long
+            content = json.dumps({"Whether there is a preference": "No", "Notes": words, "debate_answer": ""})
         with self._lock:
             self.received.append([{"role": m["role"], "content": m["content"]} for m in req.messages])
             self.replies.append((content, thinking))
