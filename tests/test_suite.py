@@ -157,6 +157,21 @@ def test_vote_cell_waits_for_its_mad_cell_and_matches_its_calls(two_endpoints, t
     assert len(vote_calls) == 3 * N and min(e.start for e in vote_calls) >= mad_end
 
 
+def test_vote_cell_is_not_matched_to_a_mad_cell_whose_samples_all_errored(two_endpoints, tmp_path):
+    """Issue 29.9: during an outage of the debate calls, the mad cell's samples all error; the vote
+    cell then says why it cannot be matched, instead of casting 1 vote per sample."""
+    a, b, _ = two_endpoints
+    a.faults = FaultPlan(always={"debate": "500"})  # every debater call fails
+    args = ["suite", "--model", "model-a", "--system", "vote", "--system", "mad", "--task", "arith"]
+    args += ["--limit", str(N), "--max-attempts", "1", "--base-url", a.base_url]
+    res = run_cli([*args, "--output", str(tmp_path), "--json"])
+    assert res.returncode in (2, 3), res.describe()
+    assert not [e for e in a.entries() if "debate" not in e.prompt]  # no vote call was sent
+    said = " ".join((res.stdout + res.stderr).split())
+    assert f"errored samples ({N} of {N}" in said, res.describe()
+    assert "-> 1 votes" not in said
+
+
 def test_errored_samples_exit_3_and_are_not_scored(two_endpoints, tmp_path):
     a, b, aime_path = two_endpoints
     a.faults = FaultPlan(always={tag(3): "500"})  # model-a's AIME problem 3 always fails

@@ -3,11 +3,13 @@
 This is the compute-matched baseline for the debate systems (much of a debate's gain can come
 from voting alone). Without --votes, the runner matches it (run.matching) to the finished run of
 --match-system (default mad) whose whole configuration equals this one's apart from the system
-and its options, on the same problems, or to the run --match-run names: votes = that run's mean
-calls per sample, rounded half up, recorded in config.json (`votes`, `matched_to`) and in the
-summary (`matched_run`, `token_ratio_vote_mad`). With no such run the command stops (one line
-naming the closest run and the keys that differ, exit 2). --votes N sets it outright. Built
-directly with no votes (the Python API), it takes `DEFAULT_VOTES` = 5, an estimate of one `mad`
+and its options, on the same problem set (ids and golds), with every sample scored; or to the
+run --match-run names (used even where it differs, which is said in one line). votes = that
+run's mean calls per scored sample, rounded half up, recorded in config.json (`votes`,
+`matched_to`) and in the summary (`matched_run`, `token_ratio_vote_mad`). With no such run the
+command stops (one line naming the closest run and what differs, exit 2): a vote run is never
+given a guessed count. --votes N sets it outright. Only a `MajorityVote` built directly with no
+votes (Python code outside the runner) takes `DEFAULT_VOTES` = 5, an estimate of one `mad`
 debate's mean calls:
 
     calls(mad) = 3 r          if the moderator gives an answer after round r (r = 1..3)

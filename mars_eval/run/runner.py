@@ -44,21 +44,30 @@ __all__ = ["EvalConfig", "open_run", "run_eval", "run_folder", "select", "solve_
 
 
 def matched_value(
-    cfg: EvalConfig, console: Console, identity: dict[str, Any], n_problems: int, option: str
+    cfg: EvalConfig, console: Console, identity: dict[str, Any], problems: list[Problem], option: str
 ) -> int:
     """The value of a system's matched option (vote's votes, see `run.matching`): the mean calls
     per sample, rounded half up, of the finished run of `cfg.match_system` whose configuration
-    equals this one's (`identity`, before matching) but for the system, or of `cfg.match_run`;
-    sets `cfg.matched`. ConfigError (one line, before any work) when there is none."""
+    equals this one's (`identity`, before matching) but for the system, on the same problems, or
+    of `cfg.match_run` (what differs from it is said in one line); sets `cfg.matched`.
+    ConfigError (one line, before any work) when there is none."""
     match = find_match(
         cfg.output,
         identity,
-        n_problems,
+        problems,
         cfg.samples,
         system=cfg.match_system,
         run=cfg.match_run,
     )
+    differs = match.pop("differs", [])
     cfg.matched = match
+    if differs:
+        console.print(
+            f"{escape(cfg.system)}: --match-run {escape(match['run'])} differs from this run in: "
+            f"{escape(', '.join(differs))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(
         f"{escape(cfg.system)}: matching {escape(match['run'])}: {match['mad_calls_per_sample']:.2f} calls "
         f"per sample -> {match['votes']} {option}"
@@ -214,7 +223,7 @@ async def run_eval(
         if matched is not None and cfg.system_options.get(matched) is None:
             # compute-matched (vote): the option's value comes from a finished run of another system
             _, before = run_folder(cfg, cfg.system, model_name, engine_kind(client), data_hash(loaded))
-            value = matched_value(cfg, console, before, len(problems), matched)
+            value = matched_value(cfg, console, before, problems, matched)
             cfg.system_options = {**cfg.system_options, matched: value}
             system = system_for(cfg.system, cfg)
         system.bind(client, model_name)
