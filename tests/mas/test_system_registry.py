@@ -95,6 +95,13 @@ def test_the_runner_rebuilds_a_matched_system_once_its_value_is_known(tmp_path, 
     matched.mkdir()
     (matched / "config.json").write_text(json.dumps({"system": "mad"}))
     (matched / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.5, "llm_calls": 9}))
+    from mars_eval.tasks import make_task
+
+    rows = [
+        {"key": f"{p.id}#0", "problem_id": p.id, "sample": 0, "gold": p.gold, "calls": calls}
+        for p, calls in zip(make_task("arith").load()[:2], (4, 5), strict=True)
+    ]
+    (matched / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     cfg = EvalConfig(
         task="arith",
         system="vote",
