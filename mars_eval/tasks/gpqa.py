@@ -30,7 +30,8 @@ Prompt (`Problem.prompt`, `--task-prompt ours`: the prompt pack's tasks.gpqa tem
     where X is one of A, B, C or D.
 
 `Problem.question` is the question with its options, without the last instruction.
-`--task-prompt bare`: the question and "(A) ..." option lines, no instruction (see `prompting`).
+`--task-prompt bare`: the question and "(A) ..." option lines, no instruction (see `prompting`),
+with the cells as the data holds them (MASLab's builder does not trim them; ours does).
 Extraction: `choice.extract_choice_letter`, whose numbered rules (answer phrases, LaTeX and
 markdown around the letter, "A" as an article, negation, hedges, the last statement wins, a
 final line that is only the letter; thinking never counts) are in `mars_eval.tasks.choice`.
@@ -103,13 +104,15 @@ class GPQATask:
         record_id = row.get("Record ID")
         pid = str(record_id).strip() if record_id is not None and str(record_id).strip() else ""
         pid = pid or text_id("gpqa", question)
-        correct = str(row["Correct Answer"]).strip()
-        incorrect = [str(row[c]).strip() for c in INCORRECT_COLUMNS]
+        # `bare` sends the cells as MASLab's builder does, whitespace and all; ours trims them.
+        trim = (lambda text: text) if self.prompts.bare else str.strip
+        correct = trim(str(row["Correct Answer"]))
+        incorrect = [trim(str(row[c])) for c in INCORRECT_COLUMNS]
         if self.order == "maslab":  # MASLab's builder: the correct answer first, never shuffled
             options, gold = [correct, *incorrect], LETTERS[0]
         else:
             options, gold = shuffled_options(correct, incorrect, seed, pid)
-        prompt, body = self.prompts.gpqa(question, options, LETTERS)
+        prompt, body = self.prompts.gpqa(trim(str(row["Question"])), options, LETTERS)
         return Problem(
             id=pid,
             prompt=prompt,

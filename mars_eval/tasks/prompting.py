@@ -53,7 +53,7 @@ class TaskPrompts:
 
     def gpqa(self, question: str, options: list[str], letters: str) -> tuple[str, str]:
         """(the prompt, the question with its options and no answer format) of a GPQA item."""
-        question = question.strip()
+        question = question if self.bare else question.strip()  # bare: as the data holds it
         key = "tasks.gpqa.bare_option" if self.bare else "tasks.gpqa.option"
         lines = "\n".join(self.pack.render(key, letter=letters[i], option=o) for i, o in enumerate(options))
         if self.bare:

@@ -106,3 +106,17 @@ def test_canonical_letters_group_votes() -> None:
     assert {task.canonical(a) for a in ["C", "(C)", "c", " C) ", "Answer: C", "**C**"]} == {"C"}
     assert task.canonical("B") != task.canonical("C")
     assert task.score("(c)", "C") and not task.score(None, "C") and not task.score("", "C")
+
+
+def test_bare_sends_the_cells_as_the_data_holds_them(tmp_path: Path) -> None:
+    """Issue 27.6: MASLab's builder puts the question and options into the query untrimmed;
+    `bare` does the same, `ours` trims them. Ids do not move (they come from the trimmed text)."""
+    row = {**_rows(1)[0], "Question": "  Which value is right?\n", "Correct Answer": " right \n"}
+    path = tmp_path / "ws.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    bare = make_task("gpqa-diamond-maslab", task_prompt="bare").load(data_files=str(path))[0]
+    ours = make_task("gpqa-diamond-maslab").load(data_files=str(path))[0]
+    assert bare.prompt.startswith("  Which value is right?\n") and "(A)  right \n" in bare.prompt
+    assert "Which value is right?" in ours.prompt and "  Which" not in ours.prompt
+    assert "A) right\n" in ours.prompt
+    assert bare.id == ours.id and bare.gold == ours.gold == "A"
