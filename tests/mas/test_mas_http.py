@@ -55,8 +55,9 @@ class ArithPolicy:
         answer, role = self.answer(req), role_of(req)
         thinking = f"SECRET-{role}: maybe \\boxed{{{int(answer) + 5}}}, then TERMINATE"
         if role == "moderator":
-            verdict = {"preference": True, "supported_side": "affirmative", "reason": "ok", "answer": answer}
-            return Reply(content=f"```json\n{json.dumps(verdict)}\n```", reasoning_content=thinking)
+            verdict = {"Whether there is a preference": "Yes", "Supported Side": "Affirmative", "Reason": "r"}
+            body = json.dumps({**verdict, "debate_answer": answer})  # fenced: MASLab de-fences it
+            return Reply(content=f"```json\n{body}\n```", reasoning_content=thinking)
         if role == "assistant" and any(m["role"] == "assistant" for m in req.messages):
             return Reply(content=f"Agreed: \\boxed{{{answer}}} TERMINATE", reasoning_content=thinking)
         return Reply(content=f"So the answer is \\boxed{{{answer}}}.", reasoning_content=thinking)
