@@ -17,6 +17,7 @@ games' agent); "EMPTY" only when none is set, as `HTTPClient` does. It is never 
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,8 +35,7 @@ from pydantic import BaseModel
 from mars_eval.mas.autogen_models import TEXT_MODEL_INFO, to_chat_messages
 from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import CallCache, ChatResponse, ModelAccessError, split_thinking
-from mars_eval.models.completion import COMPLETION, with_body
-from mars_eval.models.http import HTTPClient, model_access_error
+from mars_eval.models.http import COMPLETION, HTTPClient, model_access_error
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
 
@@ -65,10 +65,21 @@ class ReasoningFieldAlias(httpx.AsyncBaseTransport):
                 response.content.decode("utf-8")
             except UnicodeDecodeError:  # broken tokens: openai could not read it; kept as U+FFFD
                 changed = True
-        return with_body(response, data, request) if changed else response
+        return _with_body(response, data, request) if changed else response
 
     async def aclose(self) -> None:
         pass  # the wrapped pool belongs to the runner, which closes it
+
+
+def _with_body(response: httpx.Response, data: dict, request: httpx.Request) -> httpx.Response:
+    """`response` with `data` as its JSON body (and as its decoded completion)."""
+    dropped = ("content-length", "content-encoding")  # the new body is plain JSON
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
+    out = httpx.Response(
+        response.status_code, headers=headers, content=json.dumps(data).encode(), request=request
+    )
+    out.extensions[COMPLETION] = data
+    return out
 
 
 def pooled_http_client(transport: httpx.AsyncBaseTransport, timeout: httpx.Timeout) -> httpx.AsyncClient:

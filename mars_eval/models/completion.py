@@ -14,12 +14,10 @@ from __future__ import annotations
 import json
 import re
 
-import httpx
-
 from mars_eval.models.access import scrub
 from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
+from mars_eval.models.wire import WireRequest, WireResponse
 
-COMPLETION = "mars_completion"  # response extension: the decoded completion (parsed once)
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 _LENGTH_FINISH = re.compile(rb'"finish_reason"\s*:\s*"length"')
 _THINKING_ON = re.compile(rb'"enable_thinking"\s*:\s*true')
@@ -151,23 +149,18 @@ def move_cut_off_thinking(request_body: bytes, response_body: bytes, data: dict)
     return changed
 
 
-def with_body(response: httpx.Response, data: dict, request: httpx.Request) -> httpx.Response:
+def with_body(response: WireResponse, data: dict) -> WireResponse:
     """`response` with `data` as its JSON body (and as its decoded completion)."""
-    dropped = ("content-length", "content-encoding")  # the new body is plain JSON
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in dropped]
-    out = httpx.Response(
-        response.status_code, headers=headers, content=json.dumps(data).encode(), request=request
-    )
-    out.extensions[COMPLETION] = data
+    out = response.copy()
+    for name in ("content-length", "content-encoding"):  # the new body is plain JSON
+        out.headers.popall(name, None)
+    out.content = json.dumps(data).encode()
+    out.completion = data
     return out
 
 
-def with_max_tokens(request: httpx.Request, body: dict, value: int) -> httpx.Request:
+def with_max_tokens(request: WireRequest, body: dict, value: int) -> WireRequest:
     """`request` again with its max_tokens (or max_completion_tokens) set to `value`."""
     field = "max_completion_tokens" if body.get("max_completion_tokens") else "max_tokens"
     body[field] = value
-    headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-    content = json.dumps(body).encode()
-    return httpx.Request(
-        request.method, request.url, headers=headers, content=content, extensions=request.extensions
-    )
+    return request.with_content(json.dumps(body).encode())

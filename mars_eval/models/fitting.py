@@ -17,17 +17,16 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 
-import httpx
-
 from mars_eval.models.completion import search, with_max_tokens
 from mars_eval.models.context import Overflow, parse_context_overflow, room_for_reply
+from mars_eval.models.wire import SendError, WireRequest, WireResponse
 
 MAX_TOKENS_RETRIES = 4  # context refusals answered by a smaller max_tokens, per request
 TEMPLATE_SLACK = 64  # chat-template tokens beyond the message text (Qwen3: about 5 per message)
 _MAX_TOKENS_FIELD = re.compile(rb'"max(?:_completion)?_tokens"\s*:\s*(\d+)')
 _MODEL_FIELD = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
-Send = Callable[[httpx.Request, str], Awaitable[httpx.Response]]
+Send = Callable[[WireRequest, str], Awaitable[WireResponse]]
 
 
 class ContextFitter:
@@ -44,12 +43,12 @@ class ContextFitter:
         self.lowered = 0  # requests sent with a smaller max_tokens
         self._can_tokenize: bool | None = None  # False once an endpoint has no /tokenize
 
-    async def fitted(self, request: httpx.Request) -> tuple[httpx.Request, int] | None:
+    async def fitted(self, request: WireRequest) -> tuple[WireRequest, int] | None:
         """Before sending: the request with max_tokens lowered to what the context leaves, when
         the context length is known and the prompt, measured by /tokenize, leaves less."""
         if not self.max_model_len or self._can_tokenize is False:
             return None
-        if not request.url.path.endswith("/chat/completions"):
+        if not request.chat:
             return None
         content = request.content
         asked_m, model_m = (
@@ -80,11 +79,11 @@ class ContextFitter:
         return with_max_tokens(request, body, room), room
 
     async def lowered_after(
-        self, request: httpx.Request, response: httpx.Response
-    ) -> tuple[httpx.Request, int] | None:
+        self, request: WireRequest, response: WireResponse
+    ) -> tuple[WireRequest, int] | None:
         """After a 400: the request again with a max_tokens that fits what the context refusal
         says is left, or None when the refusal is not about the context (or nothing fits)."""
-        if response.status_code != 400 or not request.url.path.endswith("/completions"):
+        if response.status_code != 400 or not request.path.endswith("/completions"):
             return None
         try:
             body = json.loads(request.content)
@@ -111,19 +110,18 @@ class ContextFitter:
         self.lowered += 1
         return with_max_tokens(request, body, new), new
 
-    async def _count_prompt(self, request: httpx.Request, body: dict) -> tuple[int, int | None] | None:
+    async def _count_prompt(self, request: WireRequest, body: dict) -> tuple[int, int | None] | None:
         """(prompt tokens, context length) from vLLM's POST /tokenize, or None where it has none."""
         if self._can_tokenize is False:
             return None
         keys = ("model", "messages", "chat_template_kwargs", "add_generation_prompt")
         ask = {k: body[k] for k in keys if k in body}
         ask.setdefault("add_generation_prompt", True)
-        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() != "content-length"]
-        probe = httpx.Request("POST", request.url, headers=headers, content=json.dumps(ask).encode())
+        probe = WireRequest("POST", "/tokenize", request.headers, json.dumps(ask).encode(), request.timeout)
         try:
             reply = await self._send(probe, f"{self._root()}/tokenize")
             data = json.loads(reply.content) if reply.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+        except (SendError, ValueError):
             return None
         if reply.status_code in (404, 405, 501):  # not vLLM: ask no more, rely on refusals
             self._can_tokenize = False

@@ -67,6 +67,7 @@ class CachedClient:
         resp = await self.inner.chat(messages, params)
         self.sent += 1
         self.store.put_call(key, resp)
+        await self.store.calls_committed()  # done only once stored (committed with its turn's calls)
         self._replied(resp, True)
         return resp
 

@@ -10,7 +10,10 @@
 Durability: each sample line is written with one write() call, so a killed process leaves at
 most one partial trailing line, which `load_records` drops (and truncates away). Later lines
 for the same key win, so an errored sample that succeeds on a rerun replaces its error. Calls
-are committed to SQLite in WAL mode one at a time; a committed call survives a process kill.
+are committed to SQLite in WAL mode, those finished in the same turn of the event loop in one
+transaction (`put_call`); a call counts as done only once committed, and a sample line is
+written only after its calls are, so a committed call survives a process kill and a killed run
+loses only calls in flight.
 
 Locking: a run folder is held with flock() on `.lock` while a store is open. The kernel drops
 the lock when the process ends however it ends, so a killed run never leaves a stale lock, and
@@ -37,6 +40,7 @@ one readable line; what was already stored stays, and the same command resumes l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -199,6 +203,8 @@ class RunStore:
         self._wall_final: float | None = None
         self._rewritten = 0  # call rows made references by this process (compacted at close)
         self._pending: list[tuple[str, str]] = []  # (reference json, call key) not yet committed
+        self._call_rows: list[tuple[str, str]] = []  # (call key, reply json) queued by put_call
+        self._batch: asyncio.Future[None] | None = None  # settled once those rows are committed
         self._flushed = time.perf_counter()
         self.notes: list[str] = []  # one line each, for the caller to print (what was set aside)
         try:
@@ -324,6 +330,8 @@ class RunStore:
     def append(self, record: dict[str, Any]) -> None:
         """Append one finished unit (must carry a unique "key"); replies' text is kept once."""
         data = _line(record)
+        if self._call_rows:  # the calls behind this sample are committed before it is written
+            self._commit_calls()
         with self._writing():
             while data:  # one write() in practice; a short write (disk full) is continued
                 data = data[os.write(self._fd, data) :]
@@ -335,6 +343,8 @@ class RunStore:
 
     def _flush(self) -> None:
         """Commit the pending reference rewrites and the clock in one transaction."""
+        if self._call_rows:  # queued calls first: the rewrites may point at them
+            self._commit_calls()
         self._db.execute("BEGIN")
         try:
             if self._pending:
@@ -397,16 +407,61 @@ class RunStore:
         return resp
 
     def put_call(self, key: str, resp: ChatResponse) -> None:
-        """Store a completed call. Its text is cleaned in place first (see `clean_text`)."""
+        """Store a completed call. Its text is cleaned in place first (see `clean_text`).
+
+        Outside an event loop the row is committed now. Inside one it joins the calls finished
+        in the same turn of the loop, committed together in one transaction at the loop's next
+        turn (one commit per call was most of the store's cost): the caller awaits
+        `calls_committed()` before counting the call done, and a sample line is never written
+        before the calls queued so far are committed (`append`)."""
         clean_response(resp)
         data = resp.to_dict()
-        with self._writing():
-            self._db.execute(
-                "INSERT OR REPLACE INTO calls (key, response) VALUES (?, ?)",
-                (key, json.dumps(data, default=str)),
-            )
+        row = (key, json.dumps(data, default=str))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self._call_rows.append(row)
+            self._commit_calls()
+        else:
+            self._call_rows.append(row)
+            if self._batch is None:
+                self._batch = loop.create_future()
+                loop.call_soon(self._commit_calls_soon)
         self._call_keys.add(key)
         self._remember(key, resp, data)
+
+    async def calls_committed(self) -> None:
+        """Return once every call stored so far is committed (StoreError if the commit failed)."""
+        batch = self._batch
+        if batch is not None:
+            await asyncio.shield(batch)  # shared by the batch's callers: one cancelled is no loss
+
+    def _commit_calls_soon(self) -> None:
+        with contextlib.suppress(StoreError):  # handed to the batch's waiters
+            self._commit_calls()
+
+    def _commit_calls(self) -> None:
+        """Commit the queued call rows in one transaction and settle their batch."""
+        batch, rows = self._batch, self._call_rows
+        self._batch, self._call_rows = None, []
+        try:
+            if rows:
+                with self._writing():
+                    self._db.execute("BEGIN")
+                    try:
+                        self._db.executemany(
+                            "INSERT OR REPLACE INTO calls (key, response) VALUES (?, ?)", rows
+                        )
+                    except BaseException:
+                        self._db.execute("ROLLBACK")
+                        raise
+                    self._db.execute("COMMIT")
+        except StoreError as exc:
+            _settle(batch, exc)
+            raise
+        _settle(batch, None)
 
     def _remember(self, key: str, resp: ChatResponse, data: dict[str, Any] | None = None) -> None:
         data = data if data is not None else resp.to_dict()
@@ -476,6 +531,18 @@ class RunStore:
                 with contextlib.suppress(OSError):
                     os.close(fd)
                 setattr(self, name, None)
+
+
+def _settle(batch: asyncio.Future[None] | None, error: BaseException | None) -> None:
+    """Give a batch of calls its outcome (its waiters may be gone: a loop already closed)."""
+    if batch is None or batch.done():
+        return
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+        if error is None:
+            batch.set_result(None)
+        else:
+            batch.set_exception(error)
+            batch.exception()  # retrieved: a caller that did not wait (autogen) is not warned
 
 
 def _line(record: dict[str, Any]) -> bytes:
