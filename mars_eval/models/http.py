@@ -1,17 +1,19 @@
 """OpenAI-compatible endpoints (vLLM, SGLang, `transformers serve`, OpenAI) behind one client.
 
 Two layers:
-- `EndpointPool` takes requests of its own (`wire.py`) and, as an httpx transport, httpx's; it is built from parts with one job each: `Balancer` (the
-  concurrency limit and least-in-flight spreading over several endpoints, `balance.py`),
-  `RetryPolicy` (what is retried and how long to wait, `retry.py`), `ContextFitter` (max_tokens
-  fitted to the context, `fitting.py`) and the reply rewrites of `completion.py` (a reply cut
-  off inside thinking has its text moved to `reasoning_content`). It keeps pooled keep-alive
-  connections (aiohttp does the socket work: httpcore's pool costs tens of ms of CPU per
-  request with hundreds of connections open, aiohttp's a fraction of one); each reply's body is
-  bounded after decoding (`wire.MAX_REPLY_BYTES`). Because it also serves httpx, the same pool, and so the same retries, serve our `HTTPClient` and any other
-  OpenAI client (AutoGen's `OpenAIChatCompletionClient`): a 200 chat reply that is not a
-  usable completion is asked again there too, and after the last attempt the pool raises
-  `MalformedReply`, which `model_access_error` turns into the one error every client reports.
+- `EndpointPool` takes requests of its own (`wire.py`) and, as an httpx transport, httpx's. It
+  is built from parts with one job each: `Balancer` (the concurrency limit and least-in-flight
+  spreading over several endpoints, `balance.py`), `RetryPolicy` (what is retried and how long
+  to wait, `retry.py`), `ContextFitter` (max_tokens fitted to the context, `fitting.py`) and the
+  reply rewrites of `completion.py` (a reply cut off inside thinking has its text moved to
+  `reasoning_content`). It keeps pooled keep-alive connections (aiohttp does the socket work:
+  httpcore's pool costs tens of ms of CPU per request with hundreds of connections open,
+  aiohttp's a fraction of one); each reply's body is bounded after decoding
+  (`wire.MAX_REPLY_BYTES`). Because it also serves httpx, the same pool, and so the same
+  retries, serve our `HTTPClient` and any other OpenAI client (AutoGen's
+  `OpenAIChatCompletionClient`): a 200 chat reply that is not a usable completion is asked
+  again there too, and after the last attempt the pool raises `MalformedReply`, which
+  `model_access_error` turns into the one error every client reports.
 - `HTTPClient` is the `ModelClient`: by default it hands each call to the pool itself (one HTTP
   layer: the pool over aiohttp, the body encoded and the reply decoded once; `--http-client
   openai` sends it through the real `openai.AsyncOpenAI` over that transport instead), with
@@ -375,9 +377,15 @@ def model_access_error(exc: BaseException) -> ModelAccessError | AccessDenied:
                 f"HTTP {exc.status_code}: {message}", found.max_model_len, found.prompt_tokens
             )
         return ModelAccessError(f"HTTP {exc.status_code}: {message}")
-    for err in (exc, exc.__cause__):
+    err: BaseException | None = exc
+    for _ in range(4):  # through the SDK's wrapping: openai error <- httpx error <- the pool's
         if isinstance(err, ModelAccessError):
             return type(err)(*(scrub(a) if isinstance(a, str) else a for a in err.args))
+        if isinstance(err, SendError):
+            return ModelAccessError(scrub(f"{type(err).__name__}: {err}"))
+        err = err.__cause__
+        if err is None:
+            break
     return ModelAccessError(scrub(f"{type(exc).__name__}: {exc}"))
 
 
