@@ -76,6 +76,7 @@ def mas(
     request_timeout: opt.RequestTimeout = None,
     max_attempts: opt.MaxAttempts = None,
     engine: opt.Engine = "auto",
+    http_client: opt.HttpClient = "direct",
     serve: Annotated[
         bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
     ] = False,

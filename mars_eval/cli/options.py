@@ -60,6 +60,13 @@ RequestTimeout = Annotated[
         show_default="3600",
     ),
 ]
+HttpClient = Annotated[
+    str,
+    typer.Option(
+        help="HTTP client of the calls: direct (the endpoint pool itself, one HTTP layer) or openai "
+        "(the openai SDK over the same pool: the same retries and bounds, more CPU per call)"
+    ),
+]
 MaxAttempts = Annotated[
     int | None, typer.Option(help="Attempts per call before it is an error", show_default="6")
 ]
@@ -118,6 +125,7 @@ SETTINGS = (
     "output",
     "fresh",
     "engine",
+    "http_client",
     "prompts",
     "task_prompt",
     "sampling",
@@ -137,6 +145,7 @@ def check_shared(opts: Mapping[str, Any]) -> None:
     validate.check_run_options(**{k: opts[k] for k in COUNTS})
     validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
     validate.check_choice("--sampling", opts["sampling"], SAMPLING_PRESETS)
+    validate.check_choice("--http-client", opts["http_client"], ("direct", "openai"))
     validate.check_choice("--match-system", opts["match_system"], system_names())
     check_task_prompt(opts["task_prompt"])
     load_pack(opts["prompts"])  # a bad pack is refused here, before any work

@@ -79,6 +79,7 @@ def suite(
     request_timeout: opt.RequestTimeout = None,
     max_attempts: opt.MaxAttempts = None,
     engine: opt.Engine = "auto",
+    http_client: opt.HttpClient = "direct",
     gpqa_order: opt.GpqaOrder = "shuffled",
     question_field: opt.QuestionField = None,
     answer_field: opt.AnswerField = None,

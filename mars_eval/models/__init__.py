@@ -53,10 +53,12 @@ def make_client(
     timeout: float | None = None,
     max_attempts: int | None = None,
     engine: str = "auto",
+    http_client: str = "direct",
 ) -> ModelClient:
     """An HTTP client when base URLs are given, else an in-process engine.
 
     engine: "auto" (vLLM when installed with a GPU, else transformers), "transformers", "vllm".
+    http_client: over HTTP, "direct" or "openai" (see `HTTPClient`).
     """
     if base_urls:
         from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient
@@ -66,7 +68,9 @@ def make_client(
             kwargs["timeout"] = timeout
         if max_attempts:
             kwargs["max_attempts"] = max_attempts
-        return HTTPClient(model, base_urls, api_key=os.environ.get("OPENAI_API_KEY"), **kwargs)
+        return HTTPClient(
+            model, base_urls, api_key=os.environ.get("OPENAI_API_KEY"), http_client=http_client, **kwargs
+        )
     from mars_eval.models.pull import resolve_model
 
     model = resolve_model(model) or default_model()  # a pulled name ("smollm2-135m-instruct"): its folder

@@ -52,6 +52,7 @@ class EvalConfig:
     request_timeout: float | None = None
     max_attempts: int | None = None
     engine: str = "auto"
+    http_client: str = "direct"  # --http-client (models.http.HTTP_CLIENTS): how calls are sent, not what
     task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
     problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)
     prompts: str | None = None  # the prompt pack: a name or a YAML file (None: "ours")

@@ -207,6 +207,7 @@ async def run_eval(
         timeout=cfg.request_timeout,
         max_attempts=cfg.max_attempts,
         engine=cfg.engine,
+        http_client=cfg.http_client,
     )
     # An in-process engine is loaded at the first call the run store cannot answer (a rerun
     # whose calls are all stored never loads it); an endpoint is checked before any work.

@@ -139,7 +139,11 @@ class SharedPool:
 
     def __init__(self, routes: dict[str, list[str]], template: EvalConfig):
         concurrency = template.concurrency or DEFAULT_CONCURRENCY
-        kwargs: dict[str, Any] = {"concurrency": concurrency, "api_key": os.environ.get("OPENAI_API_KEY")}
+        kwargs: dict[str, Any] = {
+            "concurrency": concurrency,
+            "api_key": os.environ.get("OPENAI_API_KEY"),
+            "http_client": template.http_client,
+        }
         if template.request_timeout:
             kwargs["timeout"] = template.request_timeout
         if template.max_attempts:
