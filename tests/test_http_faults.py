@@ -201,3 +201,16 @@ def test_model_name_defaults_to_the_one_served_model(tmp_path, scripted_server):
     res = run_cli([*args, "--output", str(tmp_path / "runs"), "--json"])
     assert res.returncode == 0, res.describe()
     assert res.summary["model"] == MODEL and res.summary["accuracy"] == pytest.approx(0.75)
+
+
+def test_an_always_failing_endpoint_prints_counts_and_the_servers_message(aime, scripted_server, tmp_path):
+    """Issue 31: `2 sample(s) failed ({'model access': 2})`, a Python dict and no server message."""
+    srv = scripted_server(aime.policy, faults=FaultPlan(rates={"500": 1.0}))
+    res = run_mas(aime, [srv.base_url], tmp_path / "runs", "--limit", "2", "--max-attempts", "1")
+    assert res.returncode == 3, res.describe()
+    out = " ".join(res.stdout.split())  # the console may wrap a long line
+    assert "2 sample(s) failed (model access: 2)" in out, res.describe()
+    assert "{'" not in out
+    first = res.summary["first_error"]
+    assert "HTTP 500" in first and "Injected server error." in first
+    assert f"first error: {first}" in out

@@ -183,6 +183,8 @@ def test_errored_samples_exit_3_and_are_not_scored(two_endpoints, tmp_path):
     assert rows["model-a"]["errors"] == 1 and rows["model-a"]["accuracy"] == pytest.approx(0.0)  # 0 of 3
     assert rows["model-b"]["errors"] == 0 and rows["model-b"]["accuracy"] == pytest.approx(1.0)
     assert "1 sample(s) failed" in res.stdout
+    said = " ".join(res.stdout.split())  # issue 31: the kinds readably and what the server said
+    assert "(model access: 1)" in said and "First error: model access: HTTP 500" in said, res.stdout
 
 
 def test_unserved_model_is_bad_input(two_endpoints, tmp_path):

@@ -229,6 +229,7 @@ def _json_rows(cells) -> list[dict]:
 
 def _print_suite_table(plan, cells, table_cells, console: Console) -> None:
     from mars_eval.analysis.tables import paper_table
+    from mars_eval.run.failures import kinds_text
 
     header, rows = paper_table(table_cells, plan.models, plan.tasks)
     table = Table(title="accuracy % [95% interval]", title_justify="left")
@@ -241,9 +242,13 @@ def _print_suite_table(plan, cells, table_cells, console: Console) -> None:
         if c.failure:
             console.print(f"[red]{escape(c.label)} failed: {escape(c.failure)}[/red]")
         elif c.summary and c.summary.get("errors"):
+            kinds = kinds_text(c.summary.get("error_kinds") or {})
+            first = c.summary.get("first_error")
             console.print(
-                f"[yellow]{escape(c.label)}: {c.summary['errors']} sample(s) failed, not scored; "
-                "the same command reruns them.[/yellow]"
+                f"[yellow]{escape(c.label)}: {c.summary['errors']} sample(s) failed "
+                f"({escape(kinds)}), not scored; the same command reruns them."
+                + (f" First error: {escape(first)}" if first else "")
+                + "[/yellow]"
             )
     console.print(f"run folders: {escape(plan.template.output)}")
 

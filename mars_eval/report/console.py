@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from mars_eval.run.failures import kinds_text
 from mars_eval.textsafe import shown
 
 
@@ -78,10 +79,14 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
         table.add_row("sampling preset", shown(summary["sampling_preset"]))
     console.print(table)
     if errors:
+        kinds = kinds_text(summary.get("error_kinds") or {})
         console.print(
-            f"[yellow]{errors} sample(s) failed ({shown(summary.get('error_kinds'))}): not scored; "
-            "the same command reruns them.[/yellow]"
+            f"[yellow]{errors} sample(s) failed ({shown(kinds)}): not scored; "
+            "the same command reruns them.[/yellow]",
+            soft_wrap=True,
         )
+        if summary.get("first_error"):
+            console.print(f"[yellow]first error: {shown(summary['first_error'])}[/yellow]", soft_wrap=True)
     cut = summary.get("truncated_calls") or 0
     if cut:  # one plain line: a low --max-tokens (e.g. --sampling maslab with thinking) cuts most replies
         total = summary.get("llm_calls")

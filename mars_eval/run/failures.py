@@ -63,6 +63,24 @@ def error_kinds(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return dict(Counter(str(r["error"]).split(":", 1)[0] for r in records if r.get("error")))
 
 
+FIRST_ERROR_CHARS = 300  # a server's error page can be long; one line is what a person reads
+
+
+def first_error(records: Iterable[Mapping[str, Any]]) -> str | None:
+    """The first errored record's `error` text, scrubbed of keys and cut to one bounded line
+    (None when no record errored)."""
+    for r in records:
+        if r.get("error"):
+            text = " ".join(scrub(str(r["error"])).split())
+            return text if len(text) <= FIRST_ERROR_CHARS else text[: FIRST_ERROR_CHARS - 3] + "..."
+    return None
+
+
+def kinds_text(kinds: Mapping[str, int]) -> str:
+    """Errored samples by kind for a person: "model access: 2, internal: 1"."""
+    return ", ".join(f"{kind}: {n}" for kind, n in kinds.items())
+
+
 def exit_code(kinds: Mapping[str, int]) -> int:
     """The exit code of a run that finished with these errored samples (`error_kinds`)."""
     if kinds.get(INTERNAL):

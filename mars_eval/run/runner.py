@@ -27,7 +27,7 @@ from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
 from mars_eval.run.cached_client import CachedClient
 from mars_eval.run.config import EvalConfig, open_run, run_folder
-from mars_eval.run.failures import error_kinds, sample_error, stops_run
+from mars_eval.run.failures import error_kinds, first_error, sample_error, stops_run
 from mars_eval.run.identity import data_hash, engine_kind
 from mars_eval.run.matching import find_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
@@ -340,6 +340,8 @@ def summarize(
         **outcome_summary(records, getattr(task, "choices", None), system.counts),
         "errors": len(errors),
         "error_kinds": error_kinds(errors),
+        # The first failure's text (scrubbed of keys, bounded): what the server said, for the console.
+        "first_error": first_error(errors),
         "llm_calls": calls,
         "llm_calls_per_sample": calls / len(records) if records else 0.0,
         "calls_sent": calls_sent,
