@@ -131,8 +131,8 @@ def test_mas_against_a_hostile_endpoint(tmp_path, system):
         sent = srv.stats()["calls"]
         res = run_cli(human, env=ENV)
         clean_exit(res, 0)
-        assert f"resuming: {N} of {N} samples done, " in res.stderr
-        assert "stored calls reused, 0 to run" in res.stderr
+        assert f"resuming: {N} of {N} samples done, 0 to run" in res.stderr
+        assert "stored calls reused, 0 sent" in res.stderr
         assert SHOWN_MODEL in res.stdout and srv.stats()["calls"] == sent
     finally:
         srv.stop()

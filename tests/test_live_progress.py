@@ -113,10 +113,10 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_counts_reused_calls(tmp_path, s
     srv.latency = 0.0
     again = run_cli(args)
     assert again.returncode == 0, again.describe()
-    line = next(ln for ln in again.stderr.splitlines() if ln.startswith("resuming:"))
-    assert line.startswith(f"resuming: {done} of {n} samples done, ")
-    stored = int(line.split(", ")[1].split()[0])
-    assert stored >= done and line.endswith(f"stored calls reused, {n - done} to run"), line
+    assert f"resuming: {done} of {n} samples done, {n - done} to run" in again.stderr
+    line = next(ln for ln in again.stderr.splitlines() if ln.startswith("resumed:"))
+    stored = int(line.split()[1])
+    assert stored >= done and line == f"resumed: {stored} stored calls reused, {n - stored} sent", line
     assert again.summary["calls_sent"] == n - stored and again.summary["accuracy"] == 1.0
 
 
@@ -138,5 +138,6 @@ def test_a_rerun_after_an_outage_says_it_reuses_stored_calls(tmp_path, scripted_
     assert first.returncode == 3 and first.summary["errors"] == 1, first.describe()
     again = run_cli(args)  # the outage is over (the schedule named arrivals 2 and 3 only)
     assert again.returncode == 0, again.describe()
-    assert "resuming: 0 of 1 samples done, 2 stored calls reused, 1 to run" in again.stderr
+    assert "resuming: 0 of 1 samples done, 1 to run" in again.stderr
+    assert "resumed: 2 stored calls reused, 2 sent" in again.stderr
     assert again.summary["calls_sent"] == 2 and again.summary["llm_calls"] == 4

@@ -256,3 +256,21 @@ def test_full_disk_mid_run_is_one_line_then_the_same_command_resumes(setup):
     assert (s["n"], s["errors"]) == (N, 0) and s["accuracy"] == pytest.approx(aime.accuracy())
     keys = [r["key"] for r in whole_lines(samples)]
     assert len(keys) == len(set(keys)) == N
+
+
+def test_resume_counts_the_calls_this_selection_reuses(tmp_path, scripted_server):
+    """Issue 31: `--limit 3` on a finished 5-sample folder said "5 stored calls reused" (every
+    call in the folder); it reuses the 3 calls of its 3 samples and sends none."""
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=5)
+    srv = scripted_server(aime.policy)
+
+    def run(limit: str):
+        args = mas_args(model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", data_files=aime.path)
+        return run_cli([*args, "--limit", limit])
+
+    assert run("5").returncode == 0
+    again = run("3")
+    assert again.returncode == 0, again.describe()
+    assert "resuming: 3 of 3 samples done, 0 to run" in again.stderr, again.stderr
+    assert "resumed: 3 stored calls reused, 0 sent" in again.stderr, again.stderr
+    assert again.summary["calls_sent"] == 0 and len(srv.app.log) == 5

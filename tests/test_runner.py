@@ -158,7 +158,8 @@ def test_rerun_says_what_it_resumes_and_adds_its_wall_time(tmp_path):
     second = asyncio.run(
         run_eval(cfg(tmp_path, limit=10), client=Oracle(), console=Console(file=out), progress=False)
     )
-    assert "resuming: 4 of 10 samples done, 4 stored calls reused, 6 to run" in out.getvalue()
+    assert "resuming: 4 of 10 samples done, 6 to run" in out.getvalue()
+    assert "resumed: 4 stored calls reused, 6 sent" in out.getvalue()
     assert second["wall_seconds_this_run"] > 0
     assert second["wall_seconds"] == pytest.approx(
         first["wall_seconds"] + second["wall_seconds_this_run"], abs=2e-3

@@ -33,6 +33,7 @@ class CachedClient:
         # or for a folder made by an earlier version, the name its calls were stored under.
         self.key_model = key_model or inner.model
         self.sent = 0  # calls actually sent this process (not served from the store)
+        self.reused = 0  # calls answered from the store this process
         # Told of every finished call (completion tokens, sent now rather than stored): live progress.
         self.on_reply: Callable[[int, bool], None] | None = None
         self._lazy = lazy_check
@@ -43,6 +44,7 @@ class CachedClient:
         hit = self.store.get_call(RunStore.call_key(self.key_model, messages, params))
         if hit is not None:
             hit.cached = True
+            self.reused += 1
             self._replied(hit, False)
         return hit
 
@@ -60,6 +62,7 @@ class CachedClient:
         hit = self.store.get_call(key)
         if hit is not None:
             hit.cached = True
+            self.reused += 1
             self._replied(hit, False)
             return hit
         if self._lazy and not self._checked:

@@ -276,26 +276,29 @@ async def _run(
     # Sample-major order, so a capped server sees every problem early.
     units = [(p, k) for k in range(cfg.samples) for p in problems]
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
-    stored = store.reusable_calls()
     for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
         console.print(f"warning: {plain(note)}", markup=False, highlight=False, soft_wrap=True)
-    if len(todo) < len(units) or stored:  # a rerun (after a kill, Ctrl-C or an outage) says so
+    done = len(units) - len(todo)
+    resuming = done > 0 or store.reusable_calls() > 0  # a rerun (after a kill, Ctrl-C or an outage)
+    if resuming:
         console.print(
-            f"resuming: {len(units) - len(todo)} of {len(units)} samples done, {stored} stored calls "
-            f"reused, {len(todo)} to run",
+            f"resuming: {done} of {len(units)} samples done, {len(todo)} to run",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
-    done = len(units) - len(todo)
+    earlier = store.records()
+    # The calls this selection reuses: those of its finished samples, then the stored calls its
+    # other samples are answered from as they run (not the folder's whole store: --limit 3 on
+    # a 5-sample folder reuses 3 samples' calls).
+    finished = [r for r in (earlier.get(sample_key(p, k)) for p, k in units) if r and not r.get("error")]
+    done_calls = sum(int(r.get("calls") or 0) for r in finished)
     with RunProgress(
         console, total=len(units), done=done, enabled=show_progress, calls_per_sample=system.max_calls
     ) as bar:
         client.on_reply = bar.reply
-        earlier = store.records()
-        for rec in (earlier.get(sample_key(p, k)) for p, k in units):
-            if rec and not rec.get("error"):
-                bar.seed(rec)
+        for rec in finished:
+            bar.seed(rec)
 
         async def run_unit(problem: Problem, k: int) -> None:
             record = await solve_one(system, task, problem, k, client, cfg)
@@ -308,6 +311,12 @@ async def _run(
             await run_all(run_unit(p, k) for p, k in todo)
         finally:
             gc.unfreeze()
+    if resuming:
+        console.print(
+            f"resumed: {done_calls + client.reused} stored calls reused, {client.sent} sent",
+            markup=False,
+            highlight=False,
+        )
     latest = store.records()
     records = [r for r in (latest.get(sample_key(p, k)) for p, k in units) if r is not None]
     # wall_seconds covers every run of this folder: a resumed run adds its time to the earlier.
