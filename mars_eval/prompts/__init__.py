@@ -12,6 +12,11 @@ A pack's `hash` covers its templates only (not its name or description): it is p
 identity, so a run with other prompt text is another run. Templates added later (`schema.LATER`)
 may be missing from a pack (ours' text is used) and count in the hash only where a pack's text
 differs from ours', so adding one keeps every earlier run's folder name.
+
+A pack file is bounded before anything is built from it (docs/prompts.md): at most
+`MAX_PACK_BYTES` (1 MiB, about 40 times `ours`), mappings and lists nested at most `MAX_DEPTH` (12)
+deep, and no YAML anchors or aliases (`&`, `*`: an alias bomb of a few KB expands to billions of
+nodes); anything else is refused in one line (exit 2).
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from mars_eval.prompts.schema import LATER, LISTS, PLACEHOLDERS, REQUIRED
 
 DEFAULT_PACK = "ours"
 BUILTIN_PACKS = ("ours",)
+MAX_PACK_BYTES = 1024 * 1024
+MAX_DEPTH = 12  # the pack mapping, templates, games, hanabi, rank_counts, a text: 6 in use
 _FORMATTER = string.Formatter()
 
 
@@ -152,7 +159,8 @@ class PromptPack:
         import yaml
 
         class _Dumper(yaml.SafeDumper):
-            pass
+            def ignore_aliases(self, data: Any) -> bool:
+                return True  # packs are read without anchors or aliases
 
         def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
             # Multi-line templates as literal blocks (readable and editable as written); the
@@ -181,14 +189,57 @@ def pack_from_data(data: Any, where: str, origin: str = "") -> PromptPack:
     return PromptPack(name.strip(), flat, str(data.get("description") or ""), dict(source), origin)
 
 
+class _Refused(Exception):
+    pass
+
+
+def _bounded_loader() -> type:
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        """safe_load's loader, refusing anchors, aliases and nesting past MAX_DEPTH while it
+        composes: before any alias is expanded or any deep structure is built."""
+
+        _depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise _Refused("anchors and aliases (& and *) are not allowed; write each text out")
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+    return BoundedLoader
+
+
 def _parse_yaml(text: str, where: str) -> Any:
     import yaml
 
+    if len(text) > MAX_PACK_BYTES:  # a text given directly; a file is bounded as it is read
+        raise ConfigError(f"prompt pack {where}: larger than {MAX_PACK_BYTES // 1024} KiB")
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        return yaml.load(text, Loader=_bounded_loader())  # noqa: S506 (a SafeLoader, bounded)
+    except _Refused as exc:
+        raise ConfigError(f"prompt pack {where}: {exc}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "bad YAML"
-        raise ConfigError(f"prompt pack {where}: not valid YAML ({first})") from None
+        raise ConfigError(f"prompt pack {where}: not valid YAML ({first[:200]})") from None
+
+
+def _read_bounded(path: Path, where: str) -> str:
+    """The file's text, reading at most MAX_PACK_BYTES + 1 bytes (a /dev/zero link, a huge file)."""
+    with path.open("rb") as f:
+        raw = f.read(MAX_PACK_BYTES + 1)
+    if len(raw) > MAX_PACK_BYTES:
+        raise ConfigError(
+            f"prompt pack {where}: larger than {MAX_PACK_BYTES // 1024} KiB (a pack holds prompt text)"
+        )
+    return raw.decode("utf-8")
 
 
 def builtin_text(name: str) -> str:
@@ -210,6 +261,8 @@ def load_pack(spec: str | None = None) -> PromptPack:
             if key not in _CACHE:
                 _CACHE[key] = pack_from_data(_parse_yaml(builtin_text(spec), spec), spec, "builtin")
             return _CACHE[key]
+        if not (pack_dir() / f"{spec}.yaml").is_file() and path.is_dir():
+            raise ConfigError(f"prompt pack {spec} is a directory (give a YAML file or a pack name)")
         path = pack_dir() / f"{spec}.yaml"
         if not path.is_file():
             known = ", ".join(n for n, _ in available_packs())
@@ -217,13 +270,15 @@ def load_pack(spec: str | None = None) -> PromptPack:
     if path.is_dir():
         raise ConfigError(f"prompt pack {spec} is a directory (give a YAML file)")
     if not path.is_file():
+        if path.exists():  # a FIFO, a device: reading it could block or never end
+            raise ConfigError(f"prompt pack {spec} is not a regular file (give a YAML file)")
         raise ConfigError(f"prompt pack file {spec} does not exist")
     try:
         stamp = path.stat().st_mtime
         key = (str(path.resolve()), stamp)
         if key in _CACHE:
             return _CACHE[key]
-        text = path.read_text(encoding="utf-8")
+        text = _read_bounded(path, spec)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"prompt pack {spec}: cannot be read ({exc})") from None
     pack = pack_from_data(_parse_yaml(text, spec), spec, str(path))
