@@ -21,6 +21,7 @@ nodes); anything else is refused in one line (exit 2).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -296,11 +297,20 @@ def available_packs() -> list[tuple[str, str]]:
 
 
 def save_pack(pack: PromptPack) -> Path:
-    """Write an (imported) pack into `pack_dir()` as NAME.yaml; the path written."""
+    """Write an (imported) pack into `pack_dir()` as NAME.yaml; the path written. The text goes
+    to a temporary file first, renamed into place; when the folder cannot take it (read-only,
+    full, not a folder) that file is removed and the failure is one line (ConfigError)."""
     folder = pack_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{pack.name}.yaml"
     tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(pack.to_yaml(), encoding="utf-8")
-    tmp.replace(path)
+    text = pack.to_yaml()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot write prompt pack {path}: {reason}") from None
     return path

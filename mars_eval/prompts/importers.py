@@ -14,11 +14,19 @@ table of its source file (an expression not in the table stops the import with o
 changed reference is noticed instead of imported wrongly). Templates the reference has no
 counterpart for (our answer formats, the solver-reviewer AutoGen) are taken from `ours`, and
 the pack's `source` lists which keys came from the checkout and its commit.
+
+Reading is bounded (docs/prompts.md): a file must be a regular file inside the checkout (a
+symlink leading out of it, a FIFO or a device is refused unread), at most `MAX_SOURCE_BYTES`
+are read, and a syntax tree nested past `MAX_SOURCE_DEPTH` levels (a `+` chain of 30,000 terms)
+is refused before anything recurses over it. Whatever the importer cannot read is one line
+(`ImportFailure`, exit 2).
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +35,8 @@ from typing import Any
 from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, check_templates, load_pack
 
+MAX_SOURCE_BYTES = 2 * 1024 * 1024  # the largest file read is some 20 KB
+MAX_SOURCE_DEPTH = 200  # syntax-tree levels; real files stay under 30
 MARS_REPO = "thu-nics/MARS"
 MASLAB_REPO = "MASWorks/MASLab"
 MARS_GAMES = {  # folder under roll/agentic/env -> our game family
@@ -107,6 +117,7 @@ def template_of(node: ast.AST, names: dict[str, str], where: str, positional: tu
         and isinstance(node.func, ast.Attribute)
         and node.func.attr == "format"
         and isinstance(node.func.value, ast.Constant)
+        and isinstance(node.func.value.value, str)
     ):
         args = [ast.unparse(a) for a in node.args]
         if node.keywords or any(a not in names for a in args):
@@ -125,14 +136,57 @@ def template_of(node: ast.AST, names: dict[str, str], where: str, positional: tu
     raise ImportFailure(f"{where}: cannot read a prompt text from {ast.unparse(node)[:60]!r}")
 
 
-def _read(root: Path, rel: str) -> tuple[ast.Module, str]:
+def _depth(tree: ast.AST) -> int:
+    """How deep the syntax tree nests (iteratively: no recursion over a hostile tree)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth <= MAX_SOURCE_DEPTH:
+            stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _source_text(root: Path, rel: str) -> bytes:
+    """The bytes of `root/rel`: a regular file inside the checkout, at most MAX_SOURCE_BYTES."""
     path = root / rel
     try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), rel
+        real = path.resolve(strict=True)
+        inside = real.is_relative_to(root.resolve(strict=True))
     except FileNotFoundError:
         raise ImportFailure(f"{root} has no {rel}: is it a checkout of the right repository?") from None
-    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
         raise ImportFailure(f"{rel}: cannot be read ({type(exc).__name__})") from None
+    if not inside:
+        raise ImportFailure(f"{rel}: a symlink leading out of the checkout (to {real}); refused")
+    try:
+        # O_NONBLOCK: opening a FIFO does not wait for a writer; fstat then refuses it
+        fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ImportFailure(f"{rel}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ImportFailure(f"{rel}: not a regular file (a FIFO, a device or a folder); refused")
+        try:
+            raw = f.read(MAX_SOURCE_BYTES + 1)
+        except OSError as exc:
+            raise ImportFailure(f"{rel}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise ImportFailure(f"{rel}: larger than {MAX_SOURCE_BYTES // (1024 * 1024)} MiB; refused")
+    return raw
+
+
+def _read(root: Path, rel: str) -> tuple[ast.Module, str]:
+    raw = _source_text(root, rel)
+    try:
+        tree = ast.parse(raw.decode("utf-8"), filename=rel)
+    except (UnicodeDecodeError, SyntaxError, ValueError) as exc:  # ValueError: a NUL byte
+        raise ImportFailure(f"{rel}: cannot be read ({type(exc).__name__})") from None
+    except (RecursionError, MemoryError):
+        raise ImportFailure(f"{rel}: nested too deeply to read (over {MAX_SOURCE_DEPTH} levels)") from None
+    if _depth(tree) > MAX_SOURCE_DEPTH:
+        raise ImportFailure(f"{rel}: nested too deeply to read (over {MAX_SOURCE_DEPTH} levels)")
+    return tree, rel
 
 
 def _function(tree: ast.AST, name: str, where: str) -> ast.FunctionDef:
@@ -162,7 +216,12 @@ def source_commit(root: Path) -> str | None:
     """The checkout's commit, when it is a git work tree (None otherwise)."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+            # no fsmonitor: the checkout's own git config must not name a program to run
+            ["git", "-c", "core.fsmonitor=false", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -176,6 +235,20 @@ def _pack(name: str, repo: str, root: Path, imported: dict[str, Any], descriptio
     source = {"repository": repo, "commit": source_commit(root), "imported": sorted(imported)}
     check_templates(templates, name)
     return PromptPack(name, templates, description, source, origin=str(root))
+
+
+def _shielded(step: Callable[..., dict[str, Any]], root: Path, *args: str) -> dict[str, Any]:
+    """One reading step; a shape it does not expect (a value of another type where it looks for
+    text or a list, an expression too deep to unparse) is one line naming the step, not a
+    traceback: the checkout is the user's input."""
+    try:
+        return step(root, *args)
+    except ImportFailure:
+        raise
+    except (AttributeError, TypeError, ValueError, IndexError, KeyError, RecursionError) as exc:
+        what = step.__name__.lstrip("_").replace("_", " ")
+        detail = " ".join(str(exc).split())[:120]
+        raise ImportFailure(f"{root}: cannot read the {what} text ({type(exc).__name__}: {detail})") from None
 
 
 # --- MARS -----------------------------------------------------------------------------------
@@ -192,7 +265,9 @@ def _mars_prefix(root: Path, folder: str, family: str) -> dict[str, Any]:
         colors = _assigned(func, "color_set")
         if len(colors) != 1 or not isinstance(colors[0], ast.List):
             raise ImportFailure(f"{where}: expected the list color_set")
-        out["games.hanabi.colors"] = [ast.literal_eval(e) for e in colors[0].elts]
+        if not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in colors[0].elts):
+            raise ImportFailure(f"{where}: color_set is not a list of texts")
+        out["games.hanabi.colors"] = [e.value for e in colors[0].elts]  # type: ignore[attr-defined]
         for node in ast.walk(func):  # `if r == N: rank_range_str = ...`
             if (
                 isinstance(node, ast.If)
@@ -201,6 +276,8 @@ def _mars_prefix(root: Path, folder: str, family: str) -> dict[str, Any]:
                 and isinstance(node.test.comparators[0], ast.Constant)
             ):
                 rank = node.test.comparators[0].value
+                if type(rank) is not int or not 2 <= rank <= 5:
+                    raise ImportFailure(f"{where}: unexpected rank test r == {str(rank)[:20]!r}")
                 for stmt in node.body:
                     if isinstance(stmt, ast.Assign) and ast.unparse(stmt.targets[0]) == "rank_range_str":
                         out[f"games.hanabi.rank_counts.{rank}"] = template_of(
@@ -254,8 +331,8 @@ def import_mars(path: str | Path) -> PromptPack:
         raise ImportFailure(f"{path} is not a folder")
     imported: dict[str, Any] = {}
     for folder, family in MARS_GAMES.items():
-        imported.update(_mars_prefix(root, folder, family))
-    imported.update(_mars_turns(root))
+        imported.update(_shielded(_mars_prefix, root, folder, family))
+    imported.update(_shielded(_mars_turns, root))
     return _pack(
         "mars",
         MARS_REPO,
@@ -378,8 +455,10 @@ def _maslab_tasks(root: Path) -> dict[str, Any]:
     intro = template_of(parts[0], {}, where)
     lines = []
     for letter, node in zip("ABCD", parts[1:], strict=True):
-        column = ast.unparse(node.values[-1].value) if isinstance(node, ast.JoinedStr) else ""
-        text = template_of(node, {column: "option"}, where)
+        fields = [v for v in getattr(node, "values", []) if isinstance(v, ast.FormattedValue)]
+        if not isinstance(node, ast.JoinedStr) or len(fields) != 1:
+            raise ImportFailure(f"{where}: option {letter} is not an f-string with one field")
+        text = template_of(node, {ast.unparse(fields[0].value): "option"}, where)
         if not text.startswith("\n") or f"({letter})" not in text:
             raise ImportFailure(f"{where}: option {letter} is not a '({letter}) ...' line")
         lines.append(text[1:].replace(f"({letter})", "({letter})", 1))
@@ -536,8 +615,8 @@ def _maslab_dylan(root: Path) -> dict[str, Any]:
         for n in ast.walk(_function(utils, "get_examples", uwhere))
         if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
     ]
-    if len(returns) != 2:
-        raise ImportFailure(f"{uwhere}: expected the simple and the complex examples")
+    if len(returns) != 2 or not all(isinstance(r.value, str) for r in returns):  # type: ignore[attr-defined]
+        raise ImportFailure(f"{uwhere}: expected the simple and the complex examples (two texts)")
     examples = _escape(returns[1].value)  # type: ignore[attr-defined]  # the else branch: complex
     prepare = _function(tree, "_prepare_question", where)
     tails = [
@@ -618,14 +697,17 @@ def import_maslab(path: str | Path) -> PromptPack:
     if not root.is_dir():
         raise ImportFailure(f"{path} is not a folder")
     imported: dict[str, Any] = {}
-    imported.update(_maslab_mad(root))
-    imported.update(_maslab_autogen(root))
-    imported.update(_maslab_debate(root))
-    imported.update(_maslab_tasks(root))
-    imported.update(_maslab_agentverse(root))
-    imported.update(_maslab_dylan(root))
-    imported.update(_maslab_dylan_main(root))
-    imported.update(_maslab_macnet(root))
+    for step in (
+        _maslab_mad,
+        _maslab_autogen,
+        _maslab_debate,
+        _maslab_tasks,
+        _maslab_agentverse,
+        _maslab_dylan,
+        _maslab_dylan_main,
+        _maslab_macnet,
+    ):
+        imported.update(_shielded(step, root))
     return _pack(
         "maslab",
         MASLAB_REPO,
