@@ -25,6 +25,17 @@ TIC = "roll/agentic/env/tictactoe/env.py"
 HANABI = "roll/agentic/env/hanabi/env.py"
 GPQA = "datasets/build_test_dataset.py"
 DYLAN_UTILS = "methods/dylan/utils_math.py"
+DYLAN_CONFIG = "methods/dylan/configs/config_main.yaml"
+
+
+def _config_fifo(root: Path) -> None:
+    (root / DYLAN_CONFIG).unlink()
+    os.mkfifo(root / DYLAN_CONFIG)
+
+
+def _config_bomb(root: Path) -> None:
+    lines = ["a0: &a0 Helper"] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    (root / DYLAN_CONFIG).write_text("\n".join(lines) + "\nroles: *a9\n")
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -71,6 +82,8 @@ MARS_CASES = {
     "rank-test-of-text": (lambda r: _edit(r / HANABI, "if r == 5:", 'if r == "five":'), "unexpected rank"),
 }  # fmt: skip
 MASLAB_CASES = {
+    "dylan-config-a-fifo": (_config_fifo, "not a regular file"),
+    "dylan-config-an-alias-bomb": (_config_bomb, "anchors and aliases"),
     "dylan-examples-a-number": (
         lambda r: _edit(r / DYLAN_UTILS, 'return """Easy examples."""', "return 5"),
         "two texts",

@@ -190,11 +190,11 @@ def pack_from_data(data: Any, where: str, origin: str = "") -> PromptPack:
     return PromptPack(name.strip(), flat, str(data.get("description") or ""), dict(source), origin)
 
 
-class _Refused(Exception):
-    pass
+class YamlRefused(Exception):
+    """A YAML text past the bounds of `bounded_yaml_loader` (its message says which)."""
 
 
-def _bounded_loader() -> type:
+def bounded_yaml_loader() -> type:
     import yaml
 
     class BoundedLoader(yaml.SafeLoader):
@@ -206,10 +206,10 @@ def _bounded_loader() -> type:
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise _Refused("anchors and aliases (& and *) are not allowed; write each text out")
+                raise YamlRefused("anchors and aliases (& and *) are not allowed; write each text out")
             self._depth += 1
             if self._depth > MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+                raise YamlRefused(f"nested deeper than {MAX_DEPTH} levels")
             try:
                 return super().compose_node(parent, index)
             finally:
@@ -224,8 +224,8 @@ def _parse_yaml(text: str, where: str) -> Any:
     if len(text) > MAX_PACK_BYTES:  # a text given directly; a file is bounded as it is read
         raise ConfigError(f"prompt pack {where}: larger than {MAX_PACK_BYTES // 1024} KiB")
     try:
-        return yaml.load(text, Loader=_bounded_loader())  # noqa: S506 (a SafeLoader, bounded)
-    except _Refused as exc:
+        return yaml.load(text, Loader=bounded_yaml_loader())  # noqa: S506 (a SafeLoader, bounded)
+    except YamlRefused as exc:
         raise ConfigError(f"prompt pack {where}: {exc}") from None
     except (yaml.YAMLError, RecursionError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "bad YAML"

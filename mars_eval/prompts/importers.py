@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
-from mars_eval.prompts import PromptPack, check_templates, load_pack
+from mars_eval.prompts import PromptPack, YamlRefused, bounded_yaml_loader, check_templates, load_pack
 
 MAX_SOURCE_BYTES = 2 * 1024 * 1024  # the largest file read is some 20 KB
 MAX_SOURCE_DEPTH = 200  # syntax-tree levels; real files stay under 30
@@ -648,11 +648,14 @@ def _maslab_dylan_main(root: Path) -> dict[str, Any]:
     same one), and the update and ranking messages (the question, one line per reply, a closing)."""
     import yaml
 
-    config = root / "methods/dylan/configs/config_main.yaml"
+    rel = "methods/dylan/configs/config_main.yaml"
+    raw = _source_text(root, rel)  # bounded as the .py files are
     try:
-        roles = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("roles")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
-        raise ImportFailure(f"{root} has no readable methods/dylan/configs/config_main.yaml") from None
+        roles = (yaml.load(raw.decode("utf-8"), Loader=bounded_yaml_loader()) or {}).get("roles")  # noqa: S506
+    except YamlRefused as exc:
+        raise ImportFailure(f"{rel}: {exc}") from None
+    except (UnicodeDecodeError, yaml.YAMLError, AttributeError, RecursionError):
+        raise ImportFailure(f"{root} has no readable {rel}") from None
     if not isinstance(roles, list) or not roles or len(set(roles)) != 1 or not isinstance(roles[0], str):
         raise ImportFailure("methods/dylan/configs/config_main.yaml: expected one role for every agent")
     tree, where = _read(root, "methods/dylan/dylan_main.py")
