@@ -249,3 +249,54 @@ def test_command_exit_codes_pass_through_the_entry_point(monkeypatch, capsys, tm
     with pytest.raises(SystemExit) as exit_info:
         cli.main()
     assert exit_info.value.code == 3
+
+
+@pytest.mark.parametrize(
+    ("command", "said", "not_said"),
+    [
+        (  # issue 31: a folder was "no such file"
+            ["mas", "--task", "aime24", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"],
+            "is a folder; give one .json, .jsonl, .csv or .parquet file",
+            "no such file",
+        ),
+        (  # issue 31: "fits none of the chosen games"
+            ["games", "--agent", "random", "--games", "tic_tac_toe", "--opponents", "mcts0"],
+            "opponent 'mcts0': N of mcts<N> (simulations per move) must be at least 1",
+            "fits none",
+        ),
+        (  # issue 31: click suggested --answer-type and --seed
+            ["suite", "--serve"],
+            "No such option: --serve; suite runs against endpoints: start one with `mars-eval serve",
+            "Possible options",
+        ),
+        (["suite", "--limt", "3"], "No such option: --limt (Possible options: --limit)", "--seed"),
+    ],
+)
+def test_wording_names_what_is_wrong(tmp_path, command, said, not_said) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    extra = ["--data-files", str(folder)] if command[0] == "mas" else []
+    res = run_cli(
+        [*command, *extra, "--output", str(tmp_path / "runs")] if command[0] != "suite" else command
+    )
+    assert res.returncode == 2, res.describe()
+    assert_one_line(res.returncode, res.stderr, said)
+    assert not_said not in res.stderr
+
+
+def test_a_bad_count_is_refused_before_the_heavy_imports(tmp_path) -> None:
+    """Issue 31: `--limit 0` took 1.2 s of CPU (the runner, aiohttp, numpy imported) first."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "sys.argv = ['mars-eval', 'mas', '--task', 'aime24', '--limit', '0']\n"
+        "from mars_eval.cli.application import main\n"
+        "try:\n    main()\n"
+        "except SystemExit as e:\n"
+        "    heavy = ('numpy', 'aiohttp', 'torch', 'mars_eval.run.runner', 'openai', 'datasets')\n"
+        "    print(e.code, sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "2 []", proc.stdout + proc.stderr
+    assert "--limit must be at least 1" in proc.stderr

@@ -97,10 +97,8 @@ def mas(
     """Run a multi-agent system on a benchmark and report accuracy."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
     from mars_eval.cli import validate
-    from mars_eval.report.console import print_summary_table
-    from mars_eval.run.runner import run_eval
 
-    opt.check_shared(given)
+    opt.check_shared(given)  # before the runner's imports: a bad count costs no import time
     # --serve: vLLM loads (and may download) the model; it is a served name, not an in-process one
     validate.check_model_and_output(base_url, None if serve else model, output)
     validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
@@ -120,6 +118,9 @@ def mas(
         task_options=options,
         problem_ids=opt.problem_ids(problem_ids),
     )
+    from mars_eval.report.console import print_summary_table
+    from mars_eval.run.runner import run_eval
+
     with _maybe_serve(serve, model, cfg):
         summary = asyncio.run(run_eval(cfg))
     print_summary_table(summary, Console())
@@ -304,6 +305,29 @@ for _module in (
 
 INTERRUPTED = 130  # the shell's code for a process stopped by SIGINT
 
+# An option a command lacks that another has: what to do instead, by (command, option).
+OPTION_HINTS = {
+    ("suite", "--serve"): "suite runs against endpoints: start one with `mars-eval serve --model M` "
+    "and give its URL with --base-url",
+}
+
+
+def _usage_message(exc: UsageError) -> str:
+    """click's message, with an unknown option's suggestions kept only when they are close
+    (click offers '--seed' for '--serve') and a hint where one is known."""
+    try:
+        from typer._click.exceptions import NoSuchOption
+    except ImportError:  # pragma: no cover - older typer uses click itself
+        from click.exceptions import NoSuchOption
+    if not isinstance(exc, NoSuchOption):
+        return exc.format_message()
+    import difflib
+
+    exc.possibilities = difflib.get_close_matches(exc.option_name, list(exc.possibilities or []), 3, 0.8)
+    command = exc.ctx.command.name if exc.ctx and exc.ctx.command else None
+    hint = OPTION_HINTS.get((command, exc.option_name))
+    return f"{exc.message}; {hint}" if hint else exc.format_message()
+
 
 def main() -> None:
     """Console entry point. Exit codes (mars_eval.cli.exitcodes): 0 all scored, 3 finished with errored
@@ -320,7 +344,7 @@ def main() -> None:
     except UsageError as exc:
         # click draws usage errors as a multi-line box; one line is what scripts and people need.
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-        print(f"error: {plain(exc.format_message())}{where}", file=sys.stderr)
+        print(f"error: {plain(_usage_message(exc))}{where}", file=sys.stderr)
         sys.exit(exitcodes.BAD_INPUT)
     except typer.Abort:
         code = INTERRUPTED

@@ -97,6 +97,9 @@ def select_opponents(games: list[str], opponents: str | None) -> dict[str, list[
         return {g: list(DEFAULT_OPPONENTS[g]) for g in games}
     chosen: dict[str, list[str]] = {g: [] for g in games}
     for spec in specs:
+        count = re.fullmatch(r"mcts(\d+)", spec)
+        if count and int(count.group(1)) < 1:  # a count out of range, not a spec for other games
+            raise ConfigError(f"opponent {spec!r}: N of mcts<N> (simulations per move) must be at least 1")
         fits = []
         for g in games:
             try:

@@ -105,6 +105,10 @@ def _check_json_text(path: Path) -> None:
 
 
 def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
+    if path.is_dir():
+        raise ConfigError(
+            f"--data-files {path} is a folder; give one .json, .jsonl, .csv or .parquet file (task {task})"
+        )
     if not path.is_file():
         raise ConfigError(f"--data-files {path}: no such file (task {task})")
     builder = _BUILDERS.get(path.suffix.lower())
