@@ -128,6 +128,7 @@ def test_vote_matches_the_calls_of_a_mad_run_of_the_same_configuration(tmp_path)
     from mars_eval.models.base import ConfigError
     from mars_eval.run.identity import model_identity
     from mars_eval.run.runner import matched_value
+    from mars_eval.tasks.base import Problem
 
     def identity(system: str, model: str) -> dict:
         return cfg(tmp_path, system=system, model=model).identity(model_identity(model, "http"), "data")
@@ -136,13 +137,19 @@ def test_vote_matches_the_calls_of_a_mad_run_of_the_same_configuration(tmp_path)
     run.mkdir()
     (run / "config.json").write_text(json.dumps({**identity("mad", "oracle"), "command": "c1"}))
     (run / "summary.json").write_text(json.dumps({"llm_calls_per_sample": 4.6, "n": 10, "samples": 1}))
+    problems = [Problem(id=f"p{i}", prompt=f"q{i}", gold=str(i)) for i in range(10)]
+    rows = [  # 4 samples of 4 calls, 6 of 5: 4.6 per sample
+        {"key": f"{p.id}#0", "problem_id": p.id, "sample": 0, "gold": p.gold, "calls": 4 if i < 4 else 5}
+        for i, p in enumerate(problems)
+    ]
+    (run / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     vote = cfg(tmp_path, system="vote", model="oracle")
-    assert matched_value(vote, Console(quiet=True), identity("vote", "oracle"), 10, "votes") == 5
+    assert matched_value(vote, Console(quiet=True), identity("vote", "oracle"), problems, "votes") == 5
     assert vote.matched["run"] == "arith-mad-oracle-abc"
     with pytest.raises(ConfigError, match="closest, arith-mad-oracle-abc, differs in: model"):
-        matched_value(vote, Console(quiet=True), identity("vote", "other"), 10, "votes")
-    with pytest.raises(ConfigError, match=r"differs in: problems \(10 vs 4\)"):
-        matched_value(vote, Console(quiet=True), identity("vote", "oracle"), 4, "votes")
+        matched_value(vote, Console(quiet=True), identity("vote", "other"), problems, "votes")
+    with pytest.raises(ConfigError, match=r"differs in: problems \(10 vs 4: 6 not among this run's"):
+        matched_value(vote, Console(quiet=True), identity("vote", "oracle"), problems[:4], "votes")
 
 
 # --- run lifecycle (issue 10): resume message, wall time, lazy model load, exit codes -----------
