@@ -57,3 +57,35 @@ def test_hub_names_offline_fail_before_any_work_in_one_line(tmp_path):
     assert data.returncode == 2 and data.stderr.count("\n") == 1, data.describe()
     assert "hub unreachable and no cached copy" in data.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_an_uncached_hub_dataset_offline_fails_at_once(tmp_path):
+    """Issue 31: offline, `--task math500` waited about 12.6 s (importing `datasets`, asking it)
+    before its one line; with no cached copy it fails before `datasets` is imported."""
+    code = (
+        "import sys\n"
+        "sys.argv = ['mars-eval', 'mas', '--task', 'math500', '--base-url', 'http://127.0.0.1:9/v1', "
+        f"'--model', 'm', '--output', {str(tmp_path / 'runs')!r}]\n"
+        "from mars_eval.cli.application import main\n"
+        "try:\n    main()\n"
+        "except SystemExit as e:\n    print(e.code, 'datasets' in sys.modules)\n"
+    )
+    env = cli_env(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")  # an empty cache
+    for name in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.stdout.strip() == "2 False", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "--data-files" in proc.stderr, proc.stderr
+    assert "hub unreachable and no cached copy" in proc.stderr
+
+    import os
+    from unittest import mock
+
+    from mars_eval.tasks.loading import maybe_cached
+
+    (tmp_path / "hf" / "datasets" / "huggingfaceh4___math-500").mkdir(parents=True)
+    with mock.patch.dict(os.environ, {"HF_HOME": str(tmp_path / "hf")}):
+        for name in ("HF_DATASETS_CACHE", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+            os.environ.pop(name, None)
+        assert maybe_cached("HuggingFaceH4/MATH-500")  # a cached copy: `datasets` is asked
+        assert not maybe_cached("Idavidrein/gpqa")

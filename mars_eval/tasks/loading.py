@@ -233,13 +233,43 @@ def _is_auth_error(e: BaseException) -> bool:
     return any(k in text for k in ("gated", "401", "403", "unauthorized", "authenticat", "forbidden"))
 
 
-def _load_hub(source: HubDataset, task: str) -> list[dict[str, Any]]:
-    import datasets
+def _cache_dirs() -> list[Path]:
+    """Where `datasets` and the hub library keep downloads (their environment variables, else
+    their defaults under HF_HOME), found without importing either (`datasets` costs seconds)."""
+    home = Path(
+        os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "huggingface"
+    ).expanduser()
+    hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or home / "hub"
+    return [
+        Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets").expanduser(),
+        Path(hub).expanduser(),
+    ]
 
+
+def maybe_cached(repo: str) -> bool:
+    """Whether a cached copy of the hub dataset may exist (False only when surely none): a
+    `datasets` cache folder "org___name..." or a hub cache folder "datasets--org--name"."""
+    org, _, name = repo.lower().partition("/")
+    wanted = (f"{org}___", f"datasets--{org}--{name}")
+    for folder in _cache_dirs():
+        try:
+            entries = [p.name.lower() for p in folder.iterdir()]
+        except OSError:
+            continue
+        if any(e.startswith(wanted) for e in entries):
+            return True
+    return False
+
+
+def _load_hub(source: HubDataset, task: str) -> list[dict[str, Any]]:
     offline = _env_true("HF_HUB_OFFLINE") or _env_true("HF_DATASETS_OFFLINE")
     behind_proxy = any(os.environ.get(v) for v in _PROXY_VARS)  # a direct probe would be misleading
     if not offline and not behind_proxy and not _hub_reachable():
         offline = True
+    if offline and not maybe_cached(source.repo):  # at once, without importing `datasets` (seconds)
+        raise _hub_error(source, task, "hub unreachable and no cached copy")
+    import datasets
+
     context = _offline_mode() if offline else contextlib.nullcontext()
     try:
         with context:
