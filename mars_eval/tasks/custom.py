@@ -27,6 +27,7 @@ Answer types, each the same prompt, extraction and scoring as a built-in task:
 from __future__ import annotations
 
 import json
+import math
 import re
 import string
 from typing import Any
@@ -84,6 +85,21 @@ def _options(value: Any) -> list[str] | None:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
         return lines or None
     return None
+
+
+def _cell_text(value: Any, column: str, what: str, place: str) -> str:
+    """A row's cell as the text sent or scored; ConfigError (naming the file and row) for a
+    null, a nested value (a JSON object or list) or an empty text, which would otherwise be sent
+    as the text "None" or "{'a': 1}", or scored against it."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        raise ConfigError(f"{place}: the {what} ({column!r}) is missing or null")
+    if isinstance(value, dict | list | tuple | set):
+        kind = "an object" if isinstance(value, dict) else "a list"
+        raise ConfigError(f"{place}: the {what} ({column!r}) is {kind}, not text: {str(value)[:40]!r}")
+    text = str(value).strip()
+    if not text:
+        raise ConfigError(f"{place}: the {what} ({column!r}) is empty")
+    return text
 
 
 def _exact_key(text: str) -> str:
@@ -183,18 +199,23 @@ class CustomTask:
                     )
         return problems
 
-    def _question(self, row: dict[str, Any], question_field: str | None) -> str:
+    def _question(self, row: dict[str, Any], question_field: str | None, place: str) -> str:
         if self.question_template is None:
-            return str(row[question_field]).strip()
-        values = {c: str(row[c]).strip() for c in self.template_columns}
+            return _cell_text(row.get(question_field or ""), question_field or "", "question", place)
+        values = {
+            c: _cell_text(row.get(c), c, "question_template column", place) for c in self.template_columns
+        }
         return self.question_template.format_map(values).strip()
 
     def _problem(self, row: dict[str, Any], question_field: str | None, number: int, where: str) -> Problem:
-        question = self._question(row, question_field)
         raw_id = row.get(self.id_field)
+        if isinstance(raw_id, dict | list | tuple | set):
+            raise ConfigError(f"--data-files {where}: row {number}: the id ({self.id_field!r}) is not text")
         pid = str(raw_id).strip() if raw_id is not None else ""
+        place = f"--data-files {where}: row {number}" + (f" ({pid[:60]})" if pid else "")
+        question = self._question(row, question_field, place)
         pid = pid or text_id("custom", question)
-        gold = str(row[self.answer_field]).strip()
+        gold = _cell_text(row.get(self.answer_field), self.answer_field, "answer", place)
         if self.answer_type == "math":
             if re.search(rf"\d{{{MAX_INT_DIGITS + 1},}}", gold):
                 # the math checker (sympy) converts numbers with int(), which refuses longer ones
@@ -215,7 +236,12 @@ class CustomTask:
                 "tasks.custom.exact", question=question, format=self.answer_format
             )
             return Problem(pid, prompt, gold, question)
-        options = _options(row.get(self.choices_field))
+        cell = row.get(self.choices_field)
+        if isinstance(cell, list | tuple) and not all(
+            isinstance(v, str | int | float) and not isinstance(v, bool) and str(v).strip() for v in cell
+        ):
+            raise ConfigError(f"{place}: every option in {self.choices_field!r} must be a non-empty text")
+        options = _options(cell)
         if not options or len(options) < 2 or len(options) > len(ALL_LETTERS):
             raise ConfigError(
                 f"--data-files {where}: row {number} ({pid}) needs 2 to 26 options in {self.choices_field!r}"
