@@ -461,3 +461,27 @@ def test_debate_dynamics_leave_scorer_failures_out_instead_of_counting_them_wron
     assert dyn.scorer_errors == 3
     assert (dyn.right_to_wrong, dyn.wrong_to_right, dyn.changed) == (0, 0, 1)  # 5 -> 7: no verdict
     assert dyn.final_by_round == [1.0, None]  # round 2's majority, "7", could not be scored
+
+
+def test_each_table_names_its_holm_family(runs, tmp_path):
+    """Issue 31: one comparison showed Holm p 0.177 in one table and 0.101 in another (other
+    families) with nothing on the page saying so: each table names its family and its size."""
+    import re
+
+    page = tmp_path / "r.html"
+    res = run_cli(["report", str(runs), "--out", str(page), "--model", "base-model"])
+    assert res.returncode == 0, res.describe()
+    html = page.read_text()
+    table = html.split('id="comparison-table"')[1].split("</table>")[0]
+    rows = table.count("<tr>") - 1  # less the header
+    assert f"p (Holm, {rows} tests)" in table and f"Holm family: the {rows} comparisons of this table" in html
+    transfers = html.split('class="transfer-table"')[1:]
+    assert transfers, "no transfer table"
+    for part in transfers:
+        body = part.split("</table>")[0]
+        n = body.count("<tr>") - 1
+        assert f"p (Holm, {n} tests)" in body
+    assert len(re.findall(r"Holm family: the \d+ systems of this table", html)) == len(transfers)
+    md = tmp_path / "r.md"
+    assert run_cli(["report", str(runs), "--out", str(md), "--model", "base-model"]).returncode == 0
+    assert re.search(r"Holm family: the \d+ comparisons of this table", md.read_text())

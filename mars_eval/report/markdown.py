@@ -69,7 +69,12 @@ def comparison_section(report: Report) -> list[str]:
             [row["system"], row["task"], row["model"], row["base"], f"{100 * r.delta:+.1f}"]
             + [_interval(r.ci_low, r.ci_high), _p(r.p_value), _p(row["p_holm"]), _test(r), str(r.n_paired)]
         )
-    return _section("Paired comparison with the first model", header, rows, SIGNIFICANCE_NOTE)
+    family = (
+        f" Holm family: the {len(rows)} comparisons of this table; other tables adjust within their "
+        "own rows, so one comparison's p (Holm) can differ between tables."
+    )
+    header[header.index("p (Holm)")] = f"p (Holm, {len(rows)} tests)"
+    return _section("Paired comparison with the first model", header, rows, SIGNIFICANCE_NOTE + family)
 
 
 def checkpoint_section(report: Report) -> list[str]:
@@ -78,7 +83,7 @@ def checkpoint_section(report: Report) -> list[str]:
     for s in report_data.checkpoint_series(report.cells):
         first = s.points[0]
         header = ["step", "model", "accuracy [95% interval]", f"delta vs step {first.step} (pp)"]
-        header += ["95% interval", "p", "p (Holm)", "test"]
+        header += ["95% interval", "p", f"p (Holm, {len(s.comparisons)} tests of this series)", "test"]
         rows = [[str(first.step), first.model, tables.fmt_cell(first), "–", "–", "–", "–", ""]]
         for (c, r), p_holm in zip(s.comparisons, s.p_holm, strict=True):
             rows.append(
