@@ -45,6 +45,7 @@ from mars_eval.analysis.stats import (
 from mars_eval.analysis.tables import problem_key
 from mars_eval.models.base import ConfigError
 from mars_eval.run.failures import OK, SOME_ERRORED
+from mars_eval.run.records import unit_of
 from mars_eval.run.store import RunStore
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
@@ -87,7 +88,7 @@ def load_run(path: str | Path, skipped: list[str] | None = None) -> Run:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read run folder {d}: {exc}") from None
     lines: list[str] = []
-    records = RunStore.load_records(d / "samples.jsonl", skipped=lines)
+    records = RunStore.load_records(d / "samples.jsonl", skipped=lines, unit=unit_of(config))
     if skipped is not None:
         skipped += [f"{d / 'samples.jsonl'} {why}" for why in lines]
     if not records:

@@ -3,7 +3,13 @@
 Servers quote what they were sent: OpenAI's 401 reads "Incorrect API key provided: sk-...".
 Every error text from an endpoint passes through `scrub` before it is stored (samples.jsonl,
 and from there the report and the export) or printed: the key in use (OPENAI_API_KEY, or the
-one given) and anything shaped like a bearer token are replaced by `***`.
+one given) and anything shaped like a bearer token are replaced by `***`. The key is found in
+any letter case and URL-encoded (`%2F` or `%2f`, `+` for a space, encoded twice), as servers
+and proxies echo it in logs and query strings.
+
+A reply's text (a 200 that echoes the key in its content or thinking) passes through
+`hide_key` before a system sees it or it is stored (run/cached_client.py): only the key's
+forms are replaced there, not token-like words, so a model's "sk-learn" stays as written.
 
 A 401/403 on a chat call means no call of the run can succeed: `AccessDenied` (a ConfigError:
 one line, exit 2) stops the run instead of recording every sample as an error.
@@ -11,34 +17,64 @@ one line, exit 2) stops the run instead of recording every sample as an error.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from urllib.parse import quote, quote_plus
 
 from mars_eval.models.base import ConfigError
 
 HIDDEN = "***"
 # Bearer tokens, OpenAI/Anthropic-style keys (sk-...), Hugging Face tokens (hf_...), JWTs.
+# Any letter case; "Bearer" may be followed by a URL-encoded space.
 _TOKENS = re.compile(
-    r"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{4,}"
-    r"|\bsk-[A-Za-z0-9_*-]{4,}"
+    r"(?i:(bearer)(?:\s+|%20|\+)[A-Za-z0-9._~+/=%-]{4,}"
+    r"|\bsk-[A-Za-z0-9_*%-]{4,}"
     r"|\bhf_[A-Za-z0-9]{8,}"
-    r"|\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*"
+    r"|\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]*)"
 )
 NOT_A_KEY = ("", "EMPTY")  # what clients send to servers that take any key
 
 
 def scrub(text: str, key: str | None = None) -> str:
-    """`text` with the key (given, else $OPENAI_API_KEY) and token-like strings replaced."""
-    keys = {key, os.environ.get("OPENAI_API_KEY")}
+    """`text` with the key (given, else $OPENAI_API_KEY; in any case, URL-encoded) and
+    token-like strings replaced: for error texts, where nothing else of worth looks like one."""
+    return _TOKENS.sub(_hide, hide_key(text, key))
+
+
+def hide_key(text: str, key: str | None = None) -> str:
+    """`text` with every form of the key (given, else $OPENAI_API_KEY) replaced by `***`: as
+    sent, in any letter case, URL-encoded. Nothing else is changed (a reply's text)."""
+    keys = tuple(sorted(k for k in {key, os.environ.get("OPENAI_API_KEY")} if k and k not in NOT_A_KEY))
+    if not keys or not text:
+        return text
+    lowered, pattern = _key_forms(keys)
+    low = text.lower()  # one fast pass: nearly every text holds no form of the key
+    if not any(form in low for form in lowered):
+        return text
+    return pattern.sub(HIDDEN, text)
+
+
+@functools.lru_cache(maxsize=8)
+def _key_forms(keys: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str]]:
+    """The lower-cased forms of the keys, and one case-insensitive pattern for all of them
+    (longest first, so an encoded form is replaced whole rather than in part)."""
+    forms: set[str] = set()
     for k in keys:
-        if k and k not in NOT_A_KEY and len(k) >= 4:
-            text = text.replace(k, HIDDEN)
-    return _TOKENS.sub(_hide, text)
+        if len(k) < 4:  # too short to tell from ordinary text
+            continue
+        for form in (k, quote(k, safe=""), quote(k), quote_plus(k), quote(quote(k, safe=""), safe="")):
+            forms.add(form)
+    ordered = sorted(forms, key=len, reverse=True)
+    lowered = tuple(dict.fromkeys(f.lower() for f in ordered))
+    pattern = re.compile("|".join(map(re.escape, ordered)) or "(?!)", re.IGNORECASE)
+    return lowered, pattern
 
 
 def _hide(m: re.Match[str]) -> str:
-    found = m.group(0)
-    return f"{found.split()[0]} {HIDDEN}" if found[:6].lower() == "bearer" else HIDDEN
+    if m.group(1):  # "Bearer <token>": the scheme is kept, the token hidden
+        return f"{m.group(1)} {HIDDEN}"
+    return HIDDEN
 
 
 def key_hint() -> str:

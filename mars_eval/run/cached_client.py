@@ -2,6 +2,10 @@
 
 A call is keyed by (model, messages, params) through `RunStore.call_key`; a hit is served from
 calls.sqlite (or rebuilt from the transcript it points at), a miss is sent and stored once.
+
+A reply that echoes the API key (in any case, URL-encoded) has it replaced by `***` before it is
+stored or a system reads it (`models.access.hide_key`): the key never reaches samples.jsonl,
+calls.sqlite, transcripts or the prompts of later calls.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from mars_eval.models.access import hide_key
 from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
 from mars_eval.run.store import RunStore
 
@@ -49,6 +54,7 @@ class CachedClient:
         return hit
 
     def store_reply(self, messages: list[Message], params: SamplingParams, resp: ChatResponse) -> None:
+        hide_key_in(resp)
         self.sent += 1
         self.store.put_call(RunStore.call_key(self.key_model, messages, params), resp)
         self._replied(resp, True)
@@ -67,7 +73,7 @@ class CachedClient:
             return hit
         if self._lazy and not self._checked:
             await self.check()
-        resp = await self.inner.chat(messages, params)
+        resp = hide_key_in(await self.inner.chat(messages, params))
         self.sent += 1
         self.store.put_call(key, resp)
         await self.store.calls_committed()  # done only once stored (committed with its turn's calls)
@@ -89,3 +95,12 @@ class CachedClient:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def hide_key_in(resp: ChatResponse) -> ChatResponse:
+    """The reply with the API key hidden in its text fields, in place (callers keep the object)."""
+    resp.content = hide_key(resp.content or "")
+    resp.thinking = hide_key(resp.thinking or "")
+    if isinstance(resp.finish_reason, str):
+        resp.finish_reason = hide_key(resp.finish_reason)
+    return resp

@@ -13,6 +13,10 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 RECORD_SCHEMA_VERSION = 1
+# The deepest nesting of objects and arrays a line may have (a record as written nests about 7
+# deep: transcript, entry, new_messages, message, parts, reference). Deeper lines are skipped:
+# readers recurse over what they show (the report's details, the export's JSON cells).
+MAX_RECORD_DEPTH = 64
 
 
 class TranscriptEntry(TypedDict, total=False):
@@ -75,10 +79,47 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "returns": (list,),
 }
 _ENTRY_TEXT = ("content", "thinking")
+# A transcript entry's small fields: readers count with them (int) and key by them (text).
+_ENTRY_INTS = ("call", "prompt_from")  # never null when present
+_ENTRY_TYPES: dict[str, tuple[type, ...]] = {
+    "agent": (str,),
+    "role": (str,),
+    "event": (str,),
+    "finish_reason": (str,),
+    "prompt_tokens": (int,),
+    "completion_tokens": (int,),
+    "latency_s": (int, float),
+    "started": (int, float),
+}
 
 
-def record_problem(rec: Any) -> str | None:
-    """Why a parsed samples.jsonl line is not a record this version reads (None: it is one)."""
+def nesting_problem(value: Any) -> str | None:
+    """Why a parsed line nests too deep to be read (None: it does not); walks without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_RECORD_DEPTH:
+            return f"nested deeper than {MAX_RECORD_DEPTH} levels"
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return None
+
+
+SAMPLE, EPISODE = "sample", "episode"  # the units of `mas`/`suite` runs and of `games` runs
+
+
+def unit_of(config: Any) -> str | None:
+    """The unit a run folder's config.json says its lines are (None: not known, any unit)."""
+    if not isinstance(config, dict):
+        return None
+    if config.get("command") == "games":
+        return EPISODE
+    return SAMPLE if "task" in config and "system" in config else None
+
+
+def record_problem(rec: Any, unit: str | None = None) -> str | None:
+    """Why a parsed samples.jsonl line is not a record this version reads (None: it is one).
+    With `unit` (SAMPLE, EPISODE) the line must also be one of those, with what readers pair by."""
     if not isinstance(rec, dict):
         return f"a JSON {_kind(rec)}, not an object"
     if not isinstance(rec.get("key"), str):
@@ -89,14 +130,87 @@ def record_problem(rec: Any) -> str | None:
             continue
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             return f'"{name}" is a JSON {_kind(value)}'
-    if any(not isinstance(m, dict) for m in rec.get("messages") or ()):
-        return '"messages" holds an entry that is not an object'
+    why = nesting_problem(rec) or (_unit_problem(rec, unit) if unit else None)
+    if why is not None:
+        return why
+    for m in rec.get("messages") or ():
+        if not isinstance(m, dict):
+            return '"messages" holds an entry that is not an object'
+        if not isinstance(m.get("content"), str | None) or not isinstance(m.get("role"), str | None):
+            return '"messages" holds a message whose role or content is not text'
+    why = _details_problem(rec.get("details") or {})
+    if why is not None:
+        return f'"details" {why}'
     transcript = rec.get("transcript") or []
     for i, entry in enumerate(transcript):
         why = _entry_problem(entry, i, transcript)
         if why is not None:
             return f'"transcript" entry {i}: {why}'
     return None
+
+
+def _unit_problem(rec: dict[str, Any], unit: str) -> str | None:
+    """Why `rec` is not a `unit` with what readers pair and count by: a sample's problem id and
+    index, its verdict once scored; an episode's game, opponent, seat and return."""
+    finished = not rec.get("error")
+    if unit == EPISODE:
+        for name in ("game", "opponent", "seat"):
+            if not isinstance(rec.get(name), str):
+                return f'an episode\'s "{name}" is missing or not text'
+        if finished and not _is_number(rec.get("agent_return")):
+            return 'an episode\'s "agent_return" is missing or not a number'
+        return None
+    if rec.get("problem_id") is None:
+        return 'a sample without "problem_id"'
+    if "sample" in rec and rec["sample"] is None:
+        return '"sample" is null'
+    if finished and "correct" not in rec:
+        return 'a sample without an error has no "correct"'
+    return None
+
+
+def _details_problem(details: dict[str, Any]) -> str | None:
+    """Why a sample's details cannot be drawn (the report's structure of DyLAN, MacNet,
+    AgentVerse and the debate's rounds); None when they can. Other keys are shown as JSON."""
+    graph = details.get("graph")
+    if graph is not None:
+        if not isinstance(graph, dict):
+            return f'"graph" is a JSON {_kind(graph)}'
+        if not _list_of(graph.get("layers"), list):
+            return '"graph" has "layers" that are not arrays'
+        edges = graph.get("edges")
+        if not _list_of(edges, list) or any(len(e) != 2 for e in edges or ()):
+            return '"graph" has "edges" that are not pairs'
+    for name in ("aggregated", "picked"):
+        if not isinstance(details.get(name), list | None):
+            return f'"{name}" is a JSON {_kind(details[name])}'
+    layers = details.get("layers")
+    if not _list_of(layers, dict):
+        return '"layers" is not an array of objects'
+    for layer in layers or ():
+        if any(not isinstance(layer.get(name), list | None) for name in ("agents", "answers")):
+            return '"layers" has agents or answers that are not arrays'
+    importance = details.get("importance")
+    if importance is not None and not (
+        isinstance(importance, dict) and all(_is_number(v) for v in importance.values())
+    ):
+        return '"importance" is not an object of numbers'
+    turns = details.get("turns")
+    if not _list_of(turns, dict) or any(not isinstance(t.get("roles"), list | None) for t in turns or ()):
+        return '"turns" is not an array of objects with their roles an array'
+    rounds = details.get("answers_by_round")
+    if not _list_of(rounds, list) or any(not isinstance(a, str | None) for r in rounds or () for a in r):
+        return '"answers_by_round" is not an array of arrays of answers (text or null)'
+    return None
+
+
+def _list_of(value: Any, kind: type) -> bool:
+    """None, or an array whose every item is a `kind`."""
+    return value is None or (isinstance(value, list) and all(isinstance(v, kind) for v in value))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _entry_problem(entry: Any, index: int, transcript: list[Any]) -> str | None:
@@ -108,6 +222,13 @@ def _entry_problem(entry: Any, index: int, transcript: list[Any]) -> str | None:
         value = entry.get(name)
         if value is not None and not isinstance(value, str):
             return f'"{name}" is a JSON {_kind(value)}'
+    for name in _ENTRY_INTS:
+        if name in entry and not (isinstance(entry[name], int) and not isinstance(entry[name], bool)):
+            return f'"{name}" is a JSON {_kind(entry[name])}'
+    for name, kinds in _ENTRY_TYPES.items():
+        value = entry.get(name)
+        if value is not None and (not isinstance(value, kinds) or isinstance(value, bool)):
+            return f'"{name}" is a JSON {_kind(value)}'
     messages = entry.get("new_messages")
     if messages is None:
         return None
@@ -116,6 +237,8 @@ def _entry_problem(entry: Any, index: int, transcript: list[Any]) -> str | None:
     for m in messages:
         if not isinstance(m, dict):
             return '"new_messages" holds an entry that is not an object'
+        if not isinstance(m.get("content"), str | None) or not isinstance(m.get("role"), str | None):
+            return '"new_messages" holds a message whose role or content is not text'
         parts = m.get("parts")
         if parts is None:
             continue

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.records import EPISODE, SAMPLE
 from mars_eval.run.store import expand_record, scan_records
 
 STEP_RE = re.compile(r"(?:^|[/_-])(?:step[-_]?)(\d+)(?:$|/)")
@@ -72,8 +73,9 @@ class RunDir:
         """Byte offsets of the latest readable line of every key, in first-seen order."""
         latest: dict[str, int] = {}
         path = self.path / "samples.jsonl"
-        if path.is_file():
-            for offset, _, rec in scan_records(path, self.skipped_lines):
+        if path.exists():  # there but no file (a folder, a FIFO): scan_records says so
+            unit = {"mas": SAMPLE, "games": EPISODE}.get(self.kind)
+            for offset, _, rec in scan_records(path, self.skipped_lines, unit=unit):
                 latest[rec["key"]] = offset
         return list(latest.values())
 

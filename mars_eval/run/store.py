@@ -49,13 +49,14 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ChatResponse, ConfigError, Message, SamplingParams
-from mars_eval.run.records import SampleRecord, record_problem
+from mars_eval.run.records import SampleRecord, record_problem, unit_of
 
 LOCK_NAME = ".lock"
 FLUSH_EVERY_S = 1.0  # reference rewrites and the clock are committed at most this often
@@ -64,16 +65,18 @@ _STORAGE_ERRORS = (OSError, sqlite3.DatabaseError)
 
 
 def scan_records(
-    path: Path, skipped: list[str] | None = None, whole: list[int] | None = None
+    path: Path, skipped: list[str] | None = None, whole: list[int] | None = None, unit: str | None = None
 ) -> Iterator[tuple[int, int, SampleRecord]]:
     """(byte offset, line length, record) of every readable line of a samples.jsonl, in order,
     stopping at a torn trailing line (a killed write). A whole line that is not JSON, or not a
     record (`record_problem`), is left out and, with `skipped`, named there ("line N: why"),
     unless a later readable line of the same key replaces it. Records are as stored (see
-    `expand_record` for final_text). `whole` gets the size of the whole lines once the scan ends."""
+    `expand_record` for final_text). `whole` gets the size of the whole lines once the scan ends;
+    `unit` (records.SAMPLE, EPISODE) is the kind of line the run folder holds, when known."""
     bad: dict[int, tuple[str | None, str]] = {}  # line number -> (its key if any, why)
     seen_after: dict[str, int] = {}  # key -> the number of its last readable line
     offset = 0
+    must_be_file(path)
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             if not raw.endswith(b"\n"):
@@ -85,7 +88,7 @@ def scan_records(
             except RecursionError:  # nested deeper than the parser goes: skipped, not a crash
                 bad[number] = (None, "nested too deep")
             else:
-                why = record_problem(rec)
+                why = record_problem(rec, unit)
                 if why is None:
                     seen_after[rec["key"]] = number
                     yield offset, len(raw), rec
@@ -99,6 +102,20 @@ def scan_records(
         for number, (key, why) in bad.items():
             if key is None or seen_after.get(key, 0) < number:
                 skipped.append(f"line {number}: {why}")
+
+
+def must_be_file(path: Path) -> None:
+    """ConfigError (one line, exit 2) when `path` is there but is no regular file: a folder would
+    read as no lines, and opening a FIFO waits for a writer that never comes."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {_why(exc)}") from None
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise ConfigError(f"{path} is {what}, where the run's samples file must be; move it away")
 
 
 class StoreError(RuntimeError):
@@ -216,8 +233,11 @@ class RunStore:
             self._atomic_write(self.dir / "config.json", json.dumps(config, indent=2, default=str))
             self.samples_path = self.dir / "samples.jsonl"
             self._open_db()
+            self._set_aside_unreadable_calls()
             skipped: list[str] = []
-            self._records = self.load_records(self.samples_path, repair=True, skipped=skipped)
+            self._records = self.load_records(
+                self.samples_path, repair=True, skipped=skipped, unit=unit_of(config)
+            )
             self.notes += [f"{self.samples_path} {why}: skipped, its sample is run again" for why in skipped]
             self._fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self.wall_before = float(self._meta("wall_seconds") or 0.0)  # earlier runs of this folder
@@ -284,6 +304,17 @@ class RunStore:
         # Keys in memory: a call not stored yet (most of them) costs no query before it is sent.
         self._call_keys = {row[0] for row in self._db.execute("SELECT key FROM calls")}
 
+    def _set_aside_unreadable_calls(self) -> None:
+        """Call rows whose text is not JSON (edited by hand, another tool) are treated as not
+        stored: their calls are sent again (the new reply replaces the row), and a note says so."""
+        bad = [k for (k,) in self._db.execute("SELECT key FROM calls WHERE NOT json_valid(response)")]
+        if bad:
+            self._call_keys.difference_update(bad)
+            self.notes.append(
+                f"{self.dir / 'calls.sqlite'}: {len(bad)} stored call(s) are not JSON; "
+                "those calls are sent again"
+            )
+
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
@@ -302,7 +333,7 @@ class RunStore:
     # --- samples -------------------------------------------------------------------------
     @staticmethod
     def load_records(
-        path: Path, repair: bool = False, skipped: list[str] | None = None
+        path: Path, repair: bool = False, skipped: list[str] | None = None, unit: str | None = None
     ) -> dict[str, dict[str, Any]]:
         """Latest record per key; a torn trailing line (killed mid-write) is left out, and with
         `repair` (only by the store that holds the folder's lock) cut off the file. Lines that
@@ -311,7 +342,7 @@ class RunStore:
         if not path.exists():
             return records
         whole: list[int] = []
-        for _, _, rec in scan_records(path, skipped, whole):
+        for _, _, rec in scan_records(path, skipped, whole, unit):
             expand_record(rec)
             records[rec["key"]] = rec
         if repair and whole[0] != path.stat().st_size:  # the torn tail of a killed write
@@ -390,14 +421,15 @@ class RunStore:
         if key not in self._call_keys:
             return None
         row = self._db.execute("SELECT response FROM calls WHERE key = ?", (key,)).fetchone()
-        if row is None:
+        data = _stored_reply(row[0]) if row is not None else None
+        if data is None:
+            self._call_keys.discard(key)  # not stored, or not a reply this version reads: ask again
             return None
-        data = json.loads(row[0])
         if "ref" in data:
-            rec = self._records.get(data.pop("ref"))
-            i = data.pop("i", -1)
+            ref, i = data.pop("ref"), data.pop("i", -1)
+            rec = self._records.get(ref) if isinstance(ref, str) else None
             transcript = (rec or {}).get("transcript") or []
-            if not (0 <= i < len(transcript)) or "content" not in transcript[i]:
+            if not (isinstance(i, int) and 0 <= i < len(transcript)) or "content" not in transcript[i]:
                 self._call_keys.discard(key)  # the text is gone (samples.jsonl edited): ask again
                 return None
             data.update(content=transcript[i]["content"], thinking=transcript[i].get("thinking") or "")
@@ -475,8 +507,10 @@ class RunStore:
     def reusable_calls(self) -> int:
         """Stored calls a rerun can answer from the store: those holding their text, and those
         whose reference still finds its sample (a reference into a lost sample is sent again)."""
-        refs = self._db.execute("SELECT json_extract(response, '$.ref') FROM calls").fetchall()
-        return sum(1 for (ref,) in refs if ref is None or ref in self._records)
+        refs = self._db.execute(
+            "SELECT key, json_extract(response, '$.ref') FROM calls WHERE json_valid(response)"
+        ).fetchall()
+        return sum(1 for key, ref in refs if key in self._call_keys and (ref is None or ref in self._records))
 
     # --- time and summary ----------------------------------------------------------------
     def wall_seconds(self) -> float:
@@ -563,6 +597,35 @@ def _line(record: dict[str, Any]) -> bytes:
         return line.encode("utf-8")
     except UnicodeEncodeError:
         return (json.dumps(_clean_any(out), ensure_ascii=False, default=str) + "\n").encode("utf-8")
+
+
+# A stored reply's fields and their types (a row another tool wrote may hold anything).
+_REPLY_FIELDS: dict[str, tuple[type, ...]] = {
+    "content": (str,),
+    "thinking": (str,),
+    "prompt_tokens": (int,),
+    "completion_tokens": (int,),
+    "latency_s": (int, float),
+    "extra": (dict,),
+}
+
+
+def _stored_reply(text: str) -> dict[str, Any] | None:
+    """A calls.sqlite row as the fields of a reply, or None when it is not one (not JSON, nested
+    past the parser, not an object, fields of other types): such a call is sent again."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if "ref" not in data and not isinstance(data.get("content"), str):
+        return None
+    for name, kinds in _REPLY_FIELDS.items():
+        value = data.get(name, kinds[0]())
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            return None
+    return data
 
 
 def expand_record(rec: dict[str, Any]) -> None:

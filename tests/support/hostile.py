@@ -12,6 +12,9 @@ What it does to a client:
     Authorization header it was sent, as careless servers do (`echo_key`);
   * `deny_chat = 401` (or 403) refuses every chat call's key although /models accepted it, with
     OpenAI's wording, which quotes the key ("Incorrect API key provided: <key>");
+  * `echo_key_forms = True` puts the key it was sent into every 200 reply's content and thinking,
+    and into `failing` messages, as sent, upper-cased and URL-encoded (`key_forms`), as servers
+    and proxies that log or quote requests do;
   * `trickle = <seconds>` answers every chat call with headers at once, then one byte of a body
     every that many seconds, for minutes (a call that never ends unless the client gives up).
 
@@ -25,9 +28,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from aiohttp import web
 
@@ -38,6 +43,13 @@ HOSTILE_KEY = "sk-hostile-5e1f"
 HOSTILE_MODEL = "[/]evil[bold]\x1b[31mmodel"
 NOISE = "lone \ud800 NUL \x00 markup [/][red]x[/red] escape \x1b[2J\x1b]0;title\x07 bytes @@BAD@@ end"
 THINK_NOISE = "thinking \udfff [/] \x1b[31m"
+
+
+def key_forms(key: str) -> list[str]:
+    """The forms a careless server echoes a key in: as sent, upper-cased, lower-cased,
+    URL-encoded (upper- and lower-case hex, `+` for a space), and in a URL-encoded header."""
+    encoded = quote(key, safe="")
+    return [key, key.upper(), key.lower(), encoded, encoded.lower(), quote_plus(key), f"Bearer%20{encoded}"]
 
 
 def hostile(policy: Policy) -> Callable[[ScriptedRequest], Reply]:
@@ -80,6 +92,7 @@ class HostileApp(ScriptedApp):
         self.echo_key = False  # `failing` messages quote the Authorization header they got
         self.deny_chat: int | None = None  # 401/403 on every chat call, quoting the key
         self.denied_chat = 0  # chat calls refused by `deny_chat`
+        self.echo_key_forms = False  # 200 replies and `failing` messages quote the key (`key_forms`)
         self.trickle: float | None = None  # seconds between the bytes of a never-ending body
         self.trickling = 0  # chat calls answered by `trickle`
 
@@ -111,6 +124,8 @@ class HostileApp(ScriptedApp):
         if self.failing:
             self.failed += 1
             said = f" (request had Authorization: {auth})" if self.echo_key else ""
+            if self.echo_key_forms:
+                said += " (seen: " + " ".join(key_forms(auth.removeprefix("Bearer "))) + ")"
             message = f"Injected failure{said}."
             error = {"message": message, "type": "InternalServerError", "code": self.failing}
             return web.json_response({"error": error}, status=self.failing)
@@ -124,6 +139,9 @@ class HostileApp(ScriptedApp):
             return resp
         resp = await super().chat(request)
         body = getattr(resp, "body", None)
+        if self.echo_key_forms and isinstance(body, bytes):
+            body = self._with_key_forms(body, auth.removeprefix("Bearer "))
+            resp = web.Response(body=body, status=resp.status, content_type="application/json")
         if isinstance(body, bytes) and b"@@BAD@@" in body:
             return web.Response(
                 body=body.replace(b"@@BAD@@", b"\xff\xfe"),
@@ -131,6 +149,17 @@ class HostileApp(ScriptedApp):
                 content_type="application/json",
             )
         return resp
+
+    @staticmethod
+    def _with_key_forms(body: bytes, key: str) -> bytes:
+        """A chat reply's JSON with the key's forms added to its content and its thinking."""
+        data = json.loads(body)  # still valid JSON: the bad bytes replace their marker afterwards
+        said = "my key is " + ", ".join(key_forms(key))
+        for choice in data.get("choices") or []:
+            message = choice.get("message") or {}
+            message["content"] = f"{said}\n{message.get('content') or ''}"
+            message["reasoning_content"] = f"{said} {message.get('reasoning_content') or ''}"
+        return json.dumps(data).encode()
 
 
 def hostile_server(policy: Policy, **kwargs: Any) -> ScriptedServer:
