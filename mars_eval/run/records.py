@@ -170,36 +170,42 @@ def _unit_problem(rec: dict[str, Any], unit: str) -> str | None:
 
 
 def _details_problem(details: dict[str, Any]) -> str | None:
-    """Why a sample's details cannot be drawn (the report's structure of DyLAN, MacNet,
-    AgentVerse and the debate's rounds); None when they can. Other keys are shown as JSON."""
+    """Why a sample's details cannot be drawn (None when they can): the report draws MacNet's
+    `graph` (an object), DyLAN's `layers` (an array) with their `importance`, AgentVerse's
+    `turns` (an array) and the debate's `answers_by_round` (an array). Other keys, and these
+    keys in other shapes (autogen's `turns` is a count), are only shown as JSON."""
     graph = details.get("graph")
-    if graph is not None:
-        if not isinstance(graph, dict):
-            return f'"graph" is a JSON {_kind(graph)}'
+    if isinstance(graph, dict):
         if not _list_of(graph.get("layers"), list):
             return '"graph" has "layers" that are not arrays'
         edges = graph.get("edges")
         if not _list_of(edges, list) or any(len(e) != 2 for e in edges or ()):
             return '"graph" has "edges" that are not pairs'
-    for name in ("aggregated", "picked"):
-        if not isinstance(details.get(name), list | None):
-            return f'"{name}" is a JSON {_kind(details[name])}'
+        if not isinstance(details.get("aggregated"), list | None):
+            return '"aggregated" is not an array'
     layers = details.get("layers")
-    if not _list_of(layers, dict):
-        return '"layers" is not an array of objects'
-    for layer in layers or ():
-        if any(not isinstance(layer.get(name), list | None) for name in ("agents", "answers")):
-            return '"layers" has agents or answers that are not arrays'
-    importance = details.get("importance")
-    if importance is not None and not (
-        isinstance(importance, dict) and all(_is_number(v) for v in importance.values())
-    ):
-        return '"importance" is not an object of numbers'
+    if isinstance(layers, list):
+        if not _list_of(layers, dict):
+            return '"layers" is not an array of objects'
+        for layer in layers:
+            if any(not isinstance(layer.get(name), list | None) for name in ("agents", "answers")):
+                return '"layers" has agents or answers that are not arrays'
+        importance = details.get("importance")
+        if not (
+            importance is None or isinstance(importance, dict) and all(map(_is_number, importance.values()))
+        ):
+            return '"importance" is not an object of numbers'
+        if not isinstance(details.get("picked"), list | None):
+            return '"picked" is not an array'
     turns = details.get("turns")
-    if not _list_of(turns, dict) or any(not isinstance(t.get("roles"), list | None) for t in turns or ()):
+    if isinstance(turns, list) and (
+        not _list_of(turns, dict) or any(not isinstance(t.get("roles"), list | None) for t in turns)
+    ):
         return '"turns" is not an array of objects with their roles an array'
     rounds = details.get("answers_by_round")
-    if not _list_of(rounds, list) or any(not isinstance(a, str | None) for r in rounds or () for a in r):
+    if isinstance(rounds, list) and (
+        not _list_of(rounds, list) or any(not isinstance(a, str | None) for r in rounds for a in r)
+    ):
         return '"answers_by_round" is not an array of arrays of answers (text or null)'
     return None
 

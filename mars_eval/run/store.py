@@ -602,7 +602,7 @@ def _line(record: dict[str, Any]) -> bytes:
 # A stored reply's fields and their types (a row another tool wrote may hold anything).
 _REPLY_FIELDS: dict[str, tuple[type, ...]] = {
     "content": (str,),
-    "thinking": (str,),
+    "thinking": (str, type(None)),  # autogen's client may give none
     "prompt_tokens": (int,),
     "completion_tokens": (int,),
     "latency_s": (int, float),
