@@ -277,3 +277,25 @@ def test_report_tables_pair_like_compare_when_a_sample_errored(tmp_path):
         "10",
         "x",
     ]
+
+
+def test_comparing_two_systems_warns_only_about_what_matters_for_the_pairing(tmp_path):
+    """Issue 31: single vs mad printed 5 warnings about the options of the other system."""
+    import shutil
+
+    from tests.support.run_fixtures import make_runs
+
+    mas = make_runs(tmp_path / "runs") / "mas"
+    single = next(mas.glob("arith-single-base-model-*"))
+    mad = next(mas.glob("arith-mad-base-model-*"))
+    res = run_cli(["compare", str(single), str(mad), "--json"])
+    assert res.returncode == 0, res.describe()
+    assert res.summary["warnings"] == [] and "warning:" not in res.stderr, res.stderr
+    other_seed = tmp_path / "other" / mad.name
+    shutil.copytree(mad, other_seed)
+    config = json.loads((other_seed / "config.json").read_text())
+    config["seed"] = 7
+    (other_seed / "config.json").write_text(json.dumps(config))
+    res = run_cli(["compare", str(single), str(other_seed), "--json"])
+    assert res.returncode == 0, res.describe()
+    assert res.summary["warnings"] == ["the runs differ in seed: 0 (A) vs 7 (B)"], res.stderr

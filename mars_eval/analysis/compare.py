@@ -101,7 +101,7 @@ def config_warnings(a: Run, b: Run) -> list[str]:
     fa, fb = _flatten(a.config), _flatten(b.config)
     # The model and what follows from it (its files' fingerprint, the name in call keys, the
     # command hash that includes it) are what a comparison compares.
-    skip = {"model", "agent", "fingerprint", "call_model", "command"}
+    skip = {"model", "agent", "fingerprint", "call_model", "command"} | _system_keys(a, b)
     lines = []
     for key in sorted(set(fa) | set(fb)):
         if key in skip or (key == "task" and ref.canonical_task(str(fa.get(key))) == b.task):
@@ -112,6 +112,24 @@ def config_warnings(a: Run, b: Run) -> list[str]:
     if ka != kb:
         lines.append(f"A has {ka} samples per problem, B {kb}: only sample indices in both are paired")
     return lines
+
+
+def _system_keys(a: Run, b: Run) -> set[str]:
+    """Runs of two systems (single vs mad, the usual comparison): the system, its protocol
+    version and each system's own options differ by design, so none is worth a warning."""
+    names = [a.config.get("system"), b.config.get("system")]
+    if names[0] == names[1]:
+        return set()
+    from mars_eval.mas import system_class
+    from mars_eval.mas.system import option_specs
+
+    keys = {"system", "protocol"}
+    for name in names:
+        try:
+            keys |= {spec.name for spec in option_specs(system_class(str(name)).Options)}
+        except Exception:  # a system this version does not know (or a file): what only one run has
+            keys |= set(a.config) ^ set(b.config)
+    return keys
 
 
 def _samples_per_problem(run: Run) -> int:
