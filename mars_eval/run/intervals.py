@@ -49,9 +49,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: a run needs it only for its summary (start-up time)
+    import numpy as np
 
 CONFIDENCE = 0.95
 
@@ -103,6 +104,8 @@ def mean_ci(
     least the unseen-spread band of the module docstring (all the interval there is when all
     values are equal).
     """
+    import numpy as np
+
     x = np.asarray(values, dtype=float)
     n = int(x.size)
     if n == 0:
@@ -128,6 +131,8 @@ def mean_ci(
 def cluster_ci(per_problem: Sequence[Sequence[float] | float], confidence: float = CONFIDENCE) -> Interval:
     """Interval for avg@K: each item is one problem's sample scores (or its mean, which counts as
     one sample). Wilson at the clustered effective sample size (module docstring)."""
+    import numpy as np
+
     groups = [np.atleast_1d(np.asarray(p, dtype=float)) for p in per_problem]
     groups = [g for g in groups if g.size]
     n = len(groups)
@@ -151,6 +156,8 @@ def effective_size(means: np.ndarray, samples: int) -> float:
     failures one to a problem look like independent samples, and the bare estimate jumped from
     n (all right) to N (one wrong) while covering 89.7% at 98% accuracy (issue 28); as the
     problems show their own spread its weight fades (module docstring)."""
+    import numpy as np
+
     n = means.size
     with_pseudo = np.append(means, 0.5)
     pp = float(with_pseudo.mean())
