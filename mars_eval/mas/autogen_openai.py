@@ -11,12 +11,17 @@ transcript (with what each call was sent, `SampleContext.record_call`), and the 
 completed call is stored under the same key `CachedClient` uses, so a rerun answers it from the
 store instead of sending it again, and a call that is sent counts in the run's `calls_sent`.
 
+A reply whose `model` field is not the name asked for (vLLM under `--served-model-name`, a
+proxy) is recorded in the call's transcript entry as `reply_model`; autogen-ext's own check of
+it (a `UserWarning` printed mid-run) is turned off for these clients.
+
 The API key is the one the runner's endpoint uses (OPENAI_API_KEY, as for every system and the
 games' agent); "EMPTY" only when none is set, as `HTTPClient` does. It is never stored.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 import time
@@ -38,6 +43,9 @@ from mars_eval.models.base import CallCache, ChatResponse, ModelAccessError, spl
 from mars_eval.models.http import COMPLETION, HTTPClient, model_access_error
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
+MAX_MODEL_NAME = 200  # characters of a reply's `model` field kept
+# The `model` fields of the replies a `create` received (the transport runs in its task's context).
+_REPLY_MODELS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("reply_models", default=None)
 
 
 class ReasoningFieldAlias(httpx.AsyncBaseTransport):
@@ -54,6 +62,9 @@ class ReasoningFieldAlias(httpx.AsyncBaseTransport):
         data = response.extensions.get(COMPLETION)
         if data is None:
             return response
+        seen = _REPLY_MODELS.get()
+        if seen is not None and isinstance(data.get("model"), str):
+            seen.append(data["model"][:MAX_MODEL_NAME])
         changed = False
         for choice in data["choices"]:
             message = (choice.get("message") if isinstance(choice, dict) else None) or {}
@@ -92,6 +103,10 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
 
     def __init__(self, ctx: SampleContext, agent: str, endpoint: HTTPClient | None = None, **config: Any):
         super().__init__(**config)
+        # autogen-ext compares each reply's `model` with this name and warns on stderr; the
+        # difference is recorded in the transcript instead (`reply_model`, see `create`).
+        self._resolved_model = None
+        self._asked_model = str(config.get("model"))
         self._ctx = ctx
         self._agent = agent
         self._endpoint = endpoint  # the runner's client: its strict-fields fallback and errors
@@ -135,6 +150,8 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
                 cancellation_token=cancellation_token,
             )
 
+        seen: list[str] = []
+        token = _REPLY_MODELS.set(seen)
         try:
             # The endpoint's own rules (HTTPClient.call): the strict-fields fallback, shared by
             # every client of the endpoint, and the errors worded as for every other system.
@@ -142,6 +159,8 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         except BaseException as exc:
             self.error = exc
             raise
+        finally:
+            _REPLY_MODELS.reset(token)
         raw = result.content if isinstance(result.content, str) else ""
         # As HTTPClient does: a reply cut off at max_tokens with thinking on and no closing tag
         # is all thinking (the template opened it), so no answer is taken from it.
@@ -155,6 +174,8 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             latency_s=time.perf_counter() - t0,
             finish_reason=result.finish_reason,
         )
+        if seen and seen[-1] != self._asked_model:
+            resp.extra["reply_model"] = seen[-1]
         if cache is not None:
             cache.store_reply(call_messages, call_params, resp)
         return self._record(n, messages, resp, started)
@@ -163,8 +184,16 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         self, n: int, messages: Sequence[LLMMessage], resp: ChatResponse, started: float
     ) -> CreateResult:
         """Count the call, add it to the transcript, and give autogen its result (no thinking)."""
+        named = {"reply_model": resp.extra["reply_model"]} if resp.extra.get("reply_model") else {}
         self._ctx.record_call(
-            self._agent, self._agent, n, to_chat_messages(messages), resp, started, client="autogen-openai"
+            self._agent,
+            self._agent,
+            n,
+            to_chat_messages(messages),
+            resp,
+            started,
+            client="autogen-openai",
+            **named,
         )
         finish = resp.finish_reason if resp.finish_reason in FINISH_REASONS else "unknown"
         return CreateResult(
