@@ -110,6 +110,8 @@ def _load_local(path: Path, task: str) -> list[dict[str, Any]]:
             f"--data-files {path} is a folder; give one .json, .jsonl, .csv or .parquet file (task {task})"
         )
     if not path.is_file():
+        if path.exists():  # a FIFO or a device: reading it could block or never end
+            raise ConfigError(f"--data-files {path}: not a regular file (task {task})")
         raise ConfigError(f"--data-files {path}: no such file (task {task})")
     builder = _BUILDERS.get(path.suffix.lower())
     if builder is None:

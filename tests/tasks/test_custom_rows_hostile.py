@@ -114,3 +114,20 @@ def test_through_the_cli_no_call_is_sent(tmp_path, scripted_server) -> None:
     errors = res.stderr.strip().splitlines()
     assert len(errors) == 1 and "rows.jsonl: row 2 (p2): the question" in errors[0], res.describe()
     assert not srv.app.log
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dev-zero"])
+def test_a_data_file_that_is_no_regular_file_is_named_so(tmp_path, kind) -> None:
+    """A FIFO or a /dev/zero link was "no such file" (a folder: issue 31 named it)."""
+    import os
+
+    path = tmp_path / "rows.jsonl"
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    message = "is a folder" if kind == "directory" else "not a regular file"
+    with pytest.raises(ConfigError, match=message):
+        custom_task().load(str(path))
