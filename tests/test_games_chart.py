@@ -71,3 +71,45 @@ def test_games_chart_shows_wins_returns_and_invalid_moves(tmp_path, scripted_ser
     assert v["svgs"] == 1 and v["axes"] == 3 and v["width"] > 200
     for label in ("win rate %", "mean return", "invalid-move", "nonsense-model", "random"):
         assert label in v["text"], label
+
+
+# Each tick label's box (top, bottom, left, right) in the page, for the labels that hold text.
+TICK_BOXES = """Array.from(document.querySelectorAll('%s svg g[id^="%s"] text'))
+  .filter(t => t.textContent.trim()).map(t => {const r = t.getBoundingClientRect();
+  return [r.top, r.bottom, r.left, r.right, t.textContent];})"""
+
+
+def _assert_apart(boxes: list, count: int) -> None:
+    """`count` label lines (matplotlib draws each line as its own text), each clear of the next
+    (rows: none overlaps another vertically)."""
+    assert len(boxes) == count, boxes
+    boxes = sorted(boxes)
+    for above, below in zip(boxes, boxes[1:], strict=False):
+        assert above[1] <= below[0] + 0.5, (above, below)  # at most half a pixel shared
+    assert all(b[1] - b[0] >= 8 for b in boxes)  # each label is drawn at a readable size
+
+
+def test_thirty_games_rows_and_thirty_accuracy_bars_keep_their_labels_apart(tmp_path):
+    """Issue 31: with 16 games rows the x-axis labels piled up; 12 accuracy bars overlapped."""
+    if chromium_path() is None:
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    opponents = ",".join(["random", *(f"mcts{n}" for n in range(1, 15))])  # 15 opponents x 2 seats
+    args = ["games", "--agent", "random", "--games", "tic_tac_toe", "--opponents", opponents]
+    res = run_cli([*args, "--episodes", "1", "--output", str(tmp_path / "runs"), "--json"])
+    assert res.returncode == 0 and len(res.summary["results"]) == 30, res.describe()
+    page = tmp_path / "report.html"
+    assert run_cli(["report", str(tmp_path / "runs"), "--out", str(page)]).returncode == 0
+    shown = load_page(page.as_uri(), {"ticks": TICK_BOXES % ("#games-plot", "ytick_")})
+    assert shown.console_errors == []
+    _assert_apart(shown.values["ticks"], 2 * 30)  # "game" over "opponent · seat"
+
+    from mars_eval.report import plots
+
+    systems = ["macnet", "self-consistency", "single", "mad", "debate", "vote"]
+    groups = [f"{s}\n{t}" for s in systems for t in ("math500", "aime24", "aime25", "gpqa", "arith")]
+    values = [50.0 + i for i in range(30)]
+    svg = plots.bar_chart(groups, {"m": values}, {"m": values}, {"m": values}, "accuracy %")
+    chart = tmp_path / "chart.html"
+    chart.write_text(f'<html><body><div id="chart">{svg}</div></body></html>')
+    shown = load_page(chart.as_uri(), {"ticks": TICK_BOXES % ("#chart", "ytick_")})
+    _assert_apart(shown.values["ticks"], 2 * 30)  # "system" over "task"

@@ -47,15 +47,25 @@ def bar_chart(
     """
     xs_of, width = bar_positions(len(groups), series)
     most = round(0.8 / width)
+    flat = horizontal(len(groups), most)
     with plt.rc_context(STYLE):
-        # Wider with more bars, up to what a page shows at full size (text stays legible).
-        width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
-        fig, ax = plt.subplots(figsize=(width_in, 3.2))
-        _draw_bars(ax, series, lows, highs, xs_of, width)
-        ax.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
-        ax.set_ylabel(ylabel)
-        if ymax is not None:
-            ax.set_ylim(0, ymax)
+        if flat:  # many bars: one row each, labels on the left, taller with every group
+            fig, ax = plt.subplots(figsize=(7.0, _rows_height(groups, most)))
+        else:  # wider with more bars, up to what a page shows at full size (text stays legible)
+            width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
+            fig, ax = plt.subplots(figsize=(width_in, 3.2))
+        _draw_bars(ax, series, lows, highs, xs_of, width, flat=flat)
+        if flat:
+            ax.set_yticks(range(len(groups)), list(groups))
+            ax.set_ylim(len(groups) - 0.5, -0.5)  # the first group on top
+            ax.set_xlabel(ylabel)
+            if ymax is not None:
+                ax.set_xlim(0, ymax)
+        else:
+            ax.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
+            ax.set_ylabel(ylabel)
+            if ymax is not None:
+                ax.set_ylim(0, ymax)
         if title:
             ax.set_title(title)
         if len(series) > 1:
@@ -63,8 +73,23 @@ def bar_chart(
         return _svg(fig)
 
 
-def _draw_bars(ax, series, lows, highs, xs_of, width, colors=None) -> None:
-    """One bar per (series, group) with a value, with its interval as error bars."""
+HORIZONTAL_FROM = 9  # groups (or 2x this many bars): past it, labels under vertical bars pile up
+
+
+def horizontal(n_groups: int, per_group: int) -> bool:
+    """Whether bars are drawn as rows (labels stacked on the left, readable at 30 rows and
+    more) rather than columns (labels side by side under them, which overlap when many)."""
+    return n_groups >= HORIZONTAL_FROM or n_groups * per_group >= 2 * HORIZONTAL_FROM
+
+
+def _rows_height(groups: Sequence[str], per_group: int) -> float:
+    """Figure height for bars as rows: each group gets room for its bars and its label's lines."""
+    lines = max((str(g).count("\n") + 1 for g in groups), default=1)
+    return 0.8 + len(groups) * max(0.2 * lines + 0.1, 0.18 * per_group + 0.1)
+
+
+def _draw_bars(ax, series, lows, highs, xs_of, width, colors=None, flat: bool = False) -> None:
+    """One bar per (series, group) with a value, with its interval as error bars (`flat`: rows)."""
     for k, name in enumerate(series):
         xs, ys, err_lo, err_hi = [], [], [], []
         for g, v in enumerate(series[name]):
@@ -76,7 +101,14 @@ def _draw_bars(ax, series, lows, highs, xs_of, width, colors=None) -> None:
             err_lo.append(max(0.0, v - lo) if lo is not None else 0.0)
             err_hi.append(max(0.0, hi - v) if hi is not None else 0.0)
         color = colors[k % len(colors)] if colors else None
-        ax.bar(xs, ys, width * 0.95, label=name, yerr=[err_lo, err_hi], capsize=3, ecolor="#333", color=color)
+        if flat:
+            ax.barh(
+                xs, ys, width * 0.95, label=name, xerr=[err_lo, err_hi], capsize=3, ecolor="#333", color=color
+            )
+        else:
+            ax.bar(
+                xs, ys, width * 0.95, label=name, yerr=[err_lo, err_hi], capsize=3, ecolor="#333", color=color
+            )
 
 
 Panel = tuple[
@@ -105,6 +137,8 @@ def panel_bars(groups: Sequence[str], panels: Sequence[Panel]) -> str:
     xs_of, width = bar_positions(len(groups), anywhere)
     most = round(0.8 / width)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if horizontal(len(groups), most):
+        return _panel_rows(groups, panels, xs_of, width, most, colors)
     with plt.rc_context(STYLE):
         width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
         fig, axes = plt.subplots(
@@ -121,6 +155,31 @@ def panel_bars(groups: Sequence[str], panels: Sequence[Panel]) -> str:
         last.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
         if len(first) > 1:
             axes[0, 0].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return _svg(fig)
+
+
+def _panel_rows(groups, panels, xs_of, width, most, colors) -> str:
+    """`panel_bars` with many groups: the panels side by side, sharing the groups as rows."""
+    first = panels[0][1]
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(
+            1,
+            len(panels),
+            figsize=(2.4 * len(panels) + 2.5, _rows_height(groups, most)),
+            sharey=True,
+            squeeze=False,
+        )
+        for ax, (label, series, lows, highs, xlim) in zip(axes[0], panels, strict=True):
+            _draw_bars(ax, series, lows, highs, xs_of, width, colors, flat=True)
+            ax.set_xlabel(label, fontsize=8)
+            if xlim is not None:
+                ax.set_xlim(*xlim)
+            else:
+                ax.axvline(0, color="#555", linewidth=0.8)  # signed values: where zero is
+        axes[0, 0].set_yticks(range(len(groups)), list(groups))
+        axes[0, 0].set_ylim(len(groups) - 0.5, -0.5)  # the first group on top
+        if len(first) > 1:
+            axes[0, -1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig)
 
 
