@@ -7,7 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import cli_env
+
+# Every test here starts mars-eval or mars-train in a subprocess (run_cli is imported inside the
+# tests, where conftest's module scan cannot see it).
+pytestmark = pytest.mark.cli
 
 
 def test_mars_train_version():

@@ -15,6 +15,7 @@ from training.memcheck import measure_update_peak
 from training.memory import KNOWN_SHAPES, ModelShape, estimate, update_terms
 
 
+@pytest.mark.slow  # five real updates, 40-70 s each on a loaded 2-core machine (issue 31's fast signal)
 @pytest.mark.parametrize(
     ("shape", "rows", "width", "response", "checkpointing"),
     [
