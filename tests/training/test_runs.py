@@ -12,6 +12,9 @@ from training.trainer import Trainer
 
 QUIET = dict(log=lambda *_: None)
 
+# Real training runs: 18-80 s each on a loaded 2-core machine, a third of the fast signal's time.
+pytestmark = pytest.mark.slow
+
 
 def _weights(path):
     return load_file(str(path / "model.safetensors"))
