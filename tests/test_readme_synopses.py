@@ -68,7 +68,9 @@ def cli_options(name: str) -> tuple[dict[str, bool], set[str]]:
     return out, twins
 
 
-@pytest.mark.parametrize("name", ["mas", "games", "compare", "plan", "suite", "report", "export", "serve"])
+@pytest.mark.parametrize(
+    "name", ["mas", "games", "compare", "plan", "suite", "report", "export", "serve", "curve"]
+)
 def test_mars_eval_synopsis_matches_help(name):
     text = synopsis(f"mars-eval {name}")
     shown = flags_by_depth(text)
