@@ -62,3 +62,19 @@ def test_report_shows_a_copied_games_run_once_and_names_the_copy(tmp_path):
     assert len(rows) == 2, rows  # one per seat, not one per seat and copy
     lines = [ln for ln in report.stderr.splitlines() if ln.startswith("left out games rows")]
     assert len(lines) == 1 and f"{run_dir} (2 rows)" in lines[0], report.stderr
+
+
+def test_training_curves_tick_whole_steps(tmp_path):
+    """Issue 31: training curves over steps 1 and 2 were ticked 1.0, 1.2, ..., 2.0."""
+    import json
+    import re
+
+    train = tmp_path / "runs" / "train"
+    train.mkdir(parents=True)
+    rows = [{"step": s, "reward": 0.1 * s, "loss": 1.0 / (s + 1)} for s in (1, 2)]
+    (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = tmp_path / "r.html"
+    res = run_cli(["report", str(tmp_path / "runs"), "--out", str(page)])
+    assert res.returncode == 0, res.describe()
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text[^>]*>([^<]*)</text>', page.read_text(), re.S)
+    assert ticks and all(t.strip().lstrip("−-").isdigit() for t in ticks), ticks

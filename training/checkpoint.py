@@ -16,12 +16,13 @@ new checkpoint; leftover temp folders are ignored and cleaned up on the next sav
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,21 @@ def atomic_dir_write(target: Path, write: Callable[[Path], None], tmp: Path | No
     return target
 
 
+@contextlib.contextmanager
+def quiet_saving() -> Iterator[None]:
+    """transformers' "Writing model shards" bar off while a checkpoint is written: it would be
+    drawn inside mars-train's own progress (and once per checkpoint into a log file)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def save_checkpoint(
     target: Path,
     *,
@@ -124,8 +140,9 @@ def save_checkpoint(
     """
 
     def write(tmp: Path) -> None:
-        model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        with quiet_saving():
+            model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
         (tmp / "mars_eval.json").write_text(json.dumps(eval_meta, indent=2) + "\n")
         if train_state is not None:
             (tmp / STATE_DIR).mkdir(exist_ok=True)

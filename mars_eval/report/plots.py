@@ -233,6 +233,14 @@ def _tick_layout(labels: Sequence[str], width_in: float) -> dict[str, object]:
     return {"rotation": 25, "ha": "right", "rotation_mode": "anchor"}
 
 
+def _whole_steps(ax, xs: Sequence[float]) -> None:
+    """Training steps are whole numbers: ticks at integers only (no "2.5" between steps 2 and 3)."""
+    if xs and all(float(x).is_integer() for x in xs):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def curves(
     lines: dict[str, Sequence[tuple[float, float, float | None, float | None]]],
     xlabel: str,
@@ -252,6 +260,7 @@ def curves(
                 ax.fill_between(xs, [p[2] for p in pts], [p[3] for p in pts], alpha=0.2)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
+        _whole_steps(ax, [p[0] for points in lines.values() for p in points])
         if ylim is not None:
             ax.set_ylim(*ylim)
         if title:
@@ -274,6 +283,7 @@ def small_multiples(panels: dict[str, Sequence[tuple[float, float]]], xlabel: st
                 continue
             pts = sorted(panels[names[k]])
             ax.plot([p[0] for p in pts], [p[1] for p in pts], linewidth=1.2)
+            _whole_steps(ax, [p[0] for p in pts])
             ax.set_title(names[k], fontsize=8)
             ax.set_xlabel(xlabel, fontsize=8)
         fig.tight_layout()

@@ -97,3 +97,26 @@ def test_keep_last_prunes_old_steps_and_final_counts_as_latest(tmp_path):
     assert ckpt.latest_step_checkpoint(tmp_path) == (20, tmp_path / "final")
     ckpt.prune_step_checkpoints(tmp_path, keep_last=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["final", "initial", "step-15"]
+
+
+def test_a_checkpoint_save_draws_no_shard_bar(tmp_path, micro_model_dir, capfd):
+    """Issue 31: transformers' "Writing model shards" bar showed inside mars-train's progress.
+    The bar is off while a checkpoint is written, and as it was afterwards."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    tok = AutoTokenizer.from_pretrained(micro_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(micro_model_dir)
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as in a process that has not turned them off
+    try:
+        capfd.readouterr()
+        ckpt.save_checkpoint(
+            tmp_path / "step-1", state_dict=model.state_dict(), model=model, tokenizer=tok, eval_meta={}
+        )
+        captured = capfd.readouterr()
+        assert "Writing model shards" not in captured.err + captured.out
+        assert hf_logging.is_progress_bar_enabled()
+    finally:
+        if not was_on:
+            hf_logging.disable_progress_bar()
