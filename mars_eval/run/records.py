@@ -6,6 +6,11 @@ change); every reader goes through `scan_records` (run/store.py), which keeps on
 `record_problem` accepts and names the others by line. After that check, readers may rely on
 the types below. `RECORD_SCHEMA_VERSION` is the line format this version reads; it is not
 written into the lines (old folders stay byte-identical and resume).
+
+What is checked is what some reader relies on: field types, transcript entries (their text,
+their counters, their message parts), the `details` the report draws as a structure, nesting at
+most `MAX_RECORD_DEPTH` deep, and, where the folder's config says which unit its lines are
+(`unit_of`), the ids readers pair by (a sample's `problem_id`, an episode's game and seat).
 """
 
 from __future__ import annotations
