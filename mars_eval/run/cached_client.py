@@ -42,6 +42,7 @@ class CachedClient:
         # Told of every finished call (completion tokens, sent now rather than stored): live progress.
         self.on_reply: Callable[[int, bool], None] | None = None
         self._lazy = lazy_check
+        self.lazy = lazy_check  # the inner client is checked (loaded) on demand, by `check`
         self._checked = False
         self._check_lock: asyncio.Lock | None = None
 

@@ -293,6 +293,10 @@ async def _run(
     # a 5-sample folder reuses 3 samples' calls).
     finished = [r for r in (earlier.get(sample_key(p, k)) for p, k in units) if r and not r.get("error")]
     done_calls = sum(int(r.get("calls") or 0) for r in finished)
+    if todo and client.lazy:
+        # Samples to run: the in-process model is loaded (and a broken one refused, one line)
+        # before any progress is drawn, not at the first call inside the bar.
+        await client.check()
     with RunProgress(
         console, total=len(units), done=done, enabled=show_progress, calls_per_sample=system.max_calls
     ) as bar:
