@@ -130,7 +130,10 @@ async def main():
         outcome = {"error": type(exc).__name__, "message": str(exc)[:300]}
     finally:
         await client.aclose()
-    outcome["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM is this process image's own peak: ru_maxrss keeps the forking parent's (pytest's) peak
+    # across exec, so a big test process would read as this client's memory.
+    hwm = next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+    outcome["max_rss_mb"] = int(hwm.split()[1]) / 1024
     print(json.dumps(outcome))
 
 asyncio.run(main())
