@@ -274,3 +274,38 @@ def test_resume_counts_the_calls_this_selection_reuses(tmp_path, scripted_server
     assert "resuming: 3 of 3 samples done, 0 to run" in again.stderr, again.stderr
     assert "resumed: 3 stored calls reused, 0 sent" in again.stderr, again.stderr
     assert again.summary["calls_sent"] == 0 and len(srv.app.log) == 5
+
+
+def test_a_killed_runs_time_counts_in_wall_seconds(tmp_path, scripted_server):
+    """Issue 31: the clock is committed on a heartbeat, not only with each stored sample, so
+    after a SIGKILL mid-call the folder's wall_seconds holds the time the run had been going
+    (less one beat at most), and the rerun adds its own to that."""
+    from mars_eval.run.runner import CLOCK_BEAT_S
+
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=3)
+    srv = scripted_server(aime.policy, latency=4.0)
+    args = mas_args(
+        model=MODEL, base_urls=[srv.base_url], output=tmp_path / "runs", data_files=aime.path,
+        extra=["--concurrency", "1"],
+    )  # fmt: skip
+    proc = start_cli(args)
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "runs").glob("*/calls.sqlite")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    opened = time.monotonic()
+    time.sleep(7.5)  # one sample stored at about 4 s, the second in flight
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    running = time.monotonic() - opened
+    run_dir = only_run_dir(tmp_path / "runs")
+    db = sqlite3.connect(f"file:{run_dir / 'calls.sqlite'}?mode=ro", uri=True)
+    try:
+        stored = float(db.execute("SELECT value FROM meta WHERE key = 'wall_seconds'").fetchone()[0])
+    finally:
+        db.close()
+    assert running - CLOCK_BEAT_S - 0.5 <= stored <= running + 0.5, (stored, running)
+    res = run_cli(args)
+    assert res.returncode == 0, res.describe()
+    s = res.summary
+    assert s["wall_seconds"] == pytest.approx(stored + s["wall_seconds_this_run"], abs=0.01)

@@ -33,7 +33,7 @@ from mars_eval.run.matching import find_match, match_summary
 from mars_eval.run.metrics import accuracy_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
-from mars_eval.run.store import RunStore
+from mars_eval.run.store import RunStore, StoreError
 from mars_eval.run.units import run_all
 from mars_eval.tasks import load_problems
 from mars_eval.tasks.base import Problem, Task
@@ -311,9 +311,11 @@ async def _run(
             if on_record is not None:
                 on_record(record)
 
+        beat = asyncio.create_task(_clock_heartbeat(store))
         try:
             await run_all(run_unit(p, k) for p, k in todo)
         finally:
+            beat.cancel()
             gc.unfreeze()
     if resuming:
         console.print(
@@ -328,6 +330,19 @@ async def _run(
     summary["wall_seconds_this_run"] = round(store.wall_seconds() - store.wall_before, 3)
     store.write_summary(summary)
     return summary
+
+
+CLOCK_BEAT_S = 2.0  # how often a running run's wall time is committed (what a SIGKILL can lose)
+
+
+async def _clock_heartbeat(store: RunStore) -> None:
+    """Commit the run's clock every CLOCK_BEAT_S, so `wall_seconds` counts a killed run's time."""
+    while True:
+        await asyncio.sleep(CLOCK_BEAT_S)
+        try:
+            store.save_clock()
+        except StoreError:  # a full disk: the next stored sample says so; the clock waits
+            return
 
 
 def summarize(

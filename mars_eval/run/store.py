@@ -524,6 +524,20 @@ class RunStore:
         self._wall_final = self.wall_seconds()
         return self._wall_final
 
+    def save_clock(self) -> None:
+        """Commit this run's time so far (a heartbeat: a run killed between samples then loses
+        at most the time since the last beat, not the time since its last stored sample)."""
+        if self._wall_final is not None or self._db is None:
+            return
+        with self._writing():
+            self._db.execute("BEGIN")
+            try:
+                self._save_wall()
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def _save_wall(self) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('wall_seconds', ?)",
