@@ -206,6 +206,30 @@ def test_bare_task_prompts(tmp_path, scripted_server):
     assert not any(OURS.render("tasks.gpqa.format") in p for p in seen)
 
 
+def test_bare_gpqa_sends_the_cells_untrimmed_as_maslab(tmp_path, scripted_server):
+    """Issue 27.6 through the CLI: under `bare` the question and options reach the model as the
+    data holds them (MASLab's builder does not trim); the answer is read and scored as usual."""
+    row = {"Record ID": "r0", "Question": "  Which boson carries charge?\n",
+           "Correct Answer": " photon \n", "Incorrect Answer 1": "gluon",
+           "Incorrect Answer 2": "W", "Incorrect Answer 3": "Z"}  # fmt: skip
+    data = tmp_path / "gpqa.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    seen: list[str] = []
+
+    def answer(req: ScriptedRequest) -> Reply:
+        seen.append(req.prompt)
+        return Reply("The answer is (A).")
+
+    srv = scripted_server(answer, model=MODEL)
+    args = mas_args(
+        model=MODEL, base_urls=[srv.base_url], output=tmp_path / "r", task="gpqa", data_files=data
+    )
+    res = run_cli(args + ["--task-prompt", "bare", "--gpqa-order", "maslab"])
+    assert res.returncode == 0, res.describe()
+    assert res.summary["accuracy"] == 1.0
+    assert seen and seen[0].startswith("  Which boson carries charge?\n") and "(A)  photon \n" in seen[0]
+
+
 def test_vote_is_matched_by_configuration(tmp_path, scripted_server):
     moderator = {i: [EMPTY, _verdict("\\boxed{0}"), EMPTY] for i in range(4)}
     srv = scripted_server(Protocol(4, moderator), model=MODEL)
