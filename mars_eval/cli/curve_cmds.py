@@ -48,7 +48,7 @@ def curve(
     mas: Annotated[
         list[str] | None,
         typer.Option(
-            help="SYSTEM:TASK (repeatable, or comma-separated), or a TOML file of [[mas_eval]] tables",
+            help="SYSTEM:TASK (repeatable or comma-separated), or a TOML file with a mas_eval table array",
             show_default="the run's mas_eval",
         ),
     ] = None,
