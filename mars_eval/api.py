@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mars_eval.run.loop import run as run_loop
+
 RESULT_SCHEMA_VERSION = 1
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens")
 
@@ -101,9 +103,9 @@ def _run(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_loop(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(run_loop, coro).result()
 
 
 def _eval_config(

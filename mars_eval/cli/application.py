@@ -5,7 +5,6 @@ Every command turns bad input into one line on stderr and exit code 2, before an
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -23,6 +22,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
+from mars_eval.run.loop import run as run_loop
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
 
@@ -122,7 +122,7 @@ def mas(
     from mars_eval.run.runner import run_eval
 
     with _maybe_serve(serve, model, cfg):
-        summary = asyncio.run(run_eval(cfg))
+        summary = run_loop(run_eval(cfg))
     print_summary_table(summary, Console())
     if json_out:
         print(json.dumps(summary, default=str), flush=True)

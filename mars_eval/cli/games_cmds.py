@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from typing import Any
@@ -14,6 +13,7 @@ from mars_eval.run.failures import exit_code, worst
 from mars_eval.run.games_config import build_config
 from mars_eval.run.games_results import selected_rows
 from mars_eval.run.games_runner import run_games
+from mars_eval.run.loop import run as run_loop
 
 
 def games_command(*, json_out: bool = False, **options: Any) -> int:
@@ -30,7 +30,7 @@ def games_command(*, json_out: bool = False, **options: Any) -> int:
     configs = [build_config(model=m, **options) for m in (models if several else [models])]
     summaries = []
     for cfg in configs:
-        summary = asyncio.run(run_games(cfg))
+        summary = run_loop(run_games(cfg))
         # Piped output (no terminal) gets a width that fits the whole table instead of 80 columns.
         print_results(summary, Console() if sys.stdout.isatty() else Console(width=120))
         summaries.append(summary)

@@ -4,7 +4,6 @@ sample or episode, as Parquet or CSV)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from rich.table import Table
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
+from mars_eval.run.loop import run as run_loop
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
@@ -146,7 +146,7 @@ def suite(
     Path(output).mkdir(parents=True, exist_ok=True)
     same = config_hash({k: v for k, v in given.items() if k != "json_out"})
     with held_lock(Path(output) / f".suite-{same}.lock", f"the output folder {output} for this suite"):
-        cells = asyncio.run(run_suite(plan))
+        cells = run_loop(run_suite(plan))
     _write_suite_file(plan)
     table_runs = _cell_runs(cells)
     out = Console() if sys.stdout.isatty() else Console(width=160)

@@ -19,7 +19,6 @@ override it. A MAS evaluation is "system:task" or a table with `system`, `task` 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.loop import run as run_loop
 
 EVALS = "evals"  # TRAIN_RUN_DIR/evals/step-NNNNNN/
 RUN_CONFIG = "run_config.json"  # written by mars-train: the resolved settings of the run
@@ -281,9 +281,7 @@ async def evaluate_checkpoint_async(
 def evaluate_checkpoint(
     spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, *, engine: str = "auto", progress: bool = False
 ) -> list[dict[str, Any]]:
-    return asyncio.run(
-        evaluate_checkpoint_async(spec, ckpt, step, train_dir, engine=engine, progress=progress)
-    )
+    return run_loop(evaluate_checkpoint_async(spec, ckpt, step, train_dir, engine=engine, progress=progress))
 
 
 def run_curve(

@@ -100,6 +100,16 @@ def sample_key(problem: Problem, k: int) -> str:
     return f"{problem.id}#{k}"
 
 
+async def score_sample(task: Task, answer: str | None, gold: str) -> bool:
+    """The task's verdict: inline when it needs no blocking work (`Task.quick_score`), else
+    `score` in a worker thread, so a slow math-verify check never stalls the event loop."""
+    quick = getattr(task, "quick_score", None)
+    verdict = quick(answer, gold) if quick is not None else None
+    if verdict is not None:
+        return verdict
+    return await asyncio.to_thread(task.score, answer, gold)
+
+
 async def solve_one(
     system: System, task: Task, problem: Problem, k: int, client: ModelClient, cfg: EvalConfig
 ) -> dict[str, Any]:
@@ -130,7 +140,7 @@ async def solve_one(
         )
         if result.answer is not None:
             record["answer_key"] = task.canonical(result.answer)
-        record["correct"] = await asyncio.to_thread(task.score, result.answer, problem.gold)
+        record["correct"] = await score_sample(task, result.answer, problem.gold)
     except Exception as exc:  # classified once for every command (mars_eval.run.failures)
         if stops_run(exc):
             raise  # the run folder cannot be written, or the model cannot be loaded: the run stops

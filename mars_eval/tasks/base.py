@@ -46,3 +46,10 @@ class Task(Protocol):
     def score(self, answer: str | None, gold: str) -> bool:
         """True when the answer is correct. None is wrong. Raise ScorerError on failure."""
         ...
+
+    def quick_score(self, answer: str | None, gold: str) -> bool | None:
+        """`score`'s verdict when it needs no blocking work (no answer, a letter, two plain
+        integers), else None. Optional: the runner calls `score` in a worker thread where this is
+        missing or None (a math-verify check can take seconds), inline otherwise, which saves a
+        thread hand-off per sample (issue 33)."""
+        ...

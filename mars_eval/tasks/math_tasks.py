@@ -86,6 +86,11 @@ class MathTask:
             return False
         return self.scorer.equivalent(gold, answer)
 
+    def quick_score(self, answer: str | None, gold: str) -> bool | None:
+        if answer is None or not answer.strip():
+            return False
+        return MathScorer.quick_equivalent(gold, answer)
+
 
 AIME24 = HubDataset(
     repo="HuggingFaceH4/aime_2024", split="train", columns=("problem", "answer")
