@@ -14,7 +14,10 @@ def main() -> None:
     from mars_eval.models.threads import apply_cpu_thread_policy
 
     apply_cpu_thread_policy()  # before torch loads: OpenMP reads it once, at start
-    from mars_eval.cli.application import main as run_main
+    from mars_eval.gc_pause import gc_paused
+
+    with gc_paused():  # typer, rich and the commands' modules: nothing to collect yet
+        from mars_eval.cli.application import main as run_main
 
     run_main()
 

@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
+from mars_eval.gc_pause import gc_paused
 from mars_eval.models.base import ConfigError
 from mars_eval.run.loop import run as run_loop
 
@@ -109,6 +110,9 @@ def mas(
     task = task_with_gpqa_order(task, gpqa_order)
     options = opt.task_options(given)
     make_task(task, **(options or {}))  # a custom-task flag with another task: one line, exit 2
+    with gc_paused():  # the runner's imports (aiohttp, the systems), once the input is checked
+        from mars_eval.report.console import print_summary_table
+        from mars_eval.run.runner import run_eval
     cfg = opt.eval_config(
         given,
         task=task,
@@ -118,9 +122,6 @@ def mas(
         task_options=options,
         problem_ids=opt.problem_ids(problem_ids),
     )
-    from mars_eval.report.console import print_summary_table
-    from mars_eval.run.runner import run_eval
-
     with _maybe_serve(serve, model, cfg):
         summary = run_loop(run_eval(cfg))
     print_summary_table(summary, Console())

@@ -59,7 +59,10 @@ CONFIDENCE = 0.95
 
 def t_quantile(q: float, df: int) -> float:
     """The q quantile of Student's t with df degrees of freedom."""
-    from scipy.special import stdtrit
+    from mars_eval.gc_pause import gc_paused
+
+    with gc_paused():  # scipy.special and numpy load here in a run (its summary)
+        from scipy.special import stdtrit
 
     return float(stdtrit(df, q))
 

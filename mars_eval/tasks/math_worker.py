@@ -11,12 +11,15 @@ Started as a plain subprocess rather than through multiprocessing so that the pa
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import socket
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+
+from mars_eval.gc_pause import gc_paused
 
 DEFAULT_CHECK = "mars_eval.tasks.math_worker:math_equivalent"
 
@@ -58,9 +61,11 @@ def serve(conn: Connection, check_spec: str) -> None:
     """Answer requests until the parent closes the connection or sends None."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notices
     try:
-        import math_verify  # noqa: F401  (imported up front so the first request is fast)
+        with gc_paused():  # sympy and the LaTeX parser: ~15% less CPU to load
+            import math_verify  # noqa: F401  (imported up front so the first request is fast)
 
-        check = resolve_check(check_spec)
+            check = resolve_check(check_spec)
+        gc.freeze()  # what loaded stays: later collections (sympy makes many cycles) skip it
     except Exception as e:
         conn.send(("error", f"cannot start: {type(e).__name__}: {e}"))
         return

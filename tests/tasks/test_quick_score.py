@@ -66,7 +66,8 @@ def test_math_leaves_to_score_what_needs_math_verify(tasks):
     assert aime.quick_score("73", "073") is True
     assert aime.quick_score("74", "073") is False
     assert aime.quick_score(None, "073") is False
-    assert aime.quick_score("\\frac{146}{2}", "073") is None
+    assert aime.quick_score("\\frac{146}{2}", "073") is True  # a simple fraction
+    assert aime.quick_score("\\sqrt{5329}", "073") is None
     assert tasks["custom-math"].quick_score("x = 5", "5") is None
     assert tasks["gpqa"].quick_score("(c)", "C") is True
     assert tasks["custom-exact"].quick_score("hello", "HELLO") is not None
@@ -106,3 +107,68 @@ def test_runner_scores_inline_when_quick_and_in_a_thread_otherwise():
     bare = Bare()
     assert asyncio.run(score_sample(bare, "a", "b")) is False
     assert len(bare.score_threads) == 1 and bare.score_threads[0] != loop_thread
+
+
+RATIONAL_PAIRS = [  # (gold, answer): integers and simple fractions, equal and not
+    ("\\frac{14}{3}", "\\frac{28}{6}"),
+    ("\\frac{14}{3}", "\\frac{14}{3}"),
+    ("\\frac{14}{3}", "14/3"),
+    ("\\frac{14}{3}", "\\dfrac{14}{3}"),
+    ("\\frac{14}{3}", "4"),
+    ("\\frac43", "\\frac{4}{3}"),
+    ("\\frac{-1}{2}", "-\\frac{1}{2}"),
+    ("-\\frac{3}{2}", "\\frac{3}{-2}"),
+    ("\\frac{3}{2}", "-\\frac{3}{2}"),
+    ("\\frac{4}{2}", "2"),
+    ("2", "\\frac{4}{2}"),
+    ("\\frac{0}{5}", "0"),
+    ("\\frac{1}{1000000}", "0"),
+    ("\\frac{1}{3}", "\\frac{333333}{1000000}"),
+    ("\\frac{100000001}{100000000}", "1"),
+    ("\\tfrac{3}{2}", "$\\frac{3}{2}$"),
+    ("\\frac {3} {4}", "3/4"),
+    ("\\frac{448}{15625}", "\\frac{448}{15625}"),
+    ("\\frac{448}{15625}", "\\frac{449}{15625}"),
+    ("7", "-7"),
+]
+NOT_QUICK = [  # (gold, answer) left to math-verify
+    ("\\frac{1}{3}", "0.333333"),  # math-verify rounds decimals: True there
+    ("3.5", "3 1/2"),
+    ("\\frac{5}{0}", "1"),
+    ("\\frac{\\pi}{2}", "\\frac{1}{2}"),
+    ("\\frac{3\\sqrt{3}}{4}", "1"),
+    ("\\frac{1}{2}", "\\frac{1}{2}3"),
+]
+
+
+def test_the_fraction_fast_path_agrees_with_math_verify():
+    pytest.importorskip("math_verify")
+    from mars_eval.tasks.math_scoring import MathScorer
+    from mars_eval.tasks.math_worker import math_equivalent
+
+    for gold, answer in RATIONAL_PAIRS:
+        quick = MathScorer.quick_equivalent(gold, answer)
+        assert quick is not None, (gold, answer)
+        assert quick == math_equivalent(gold, answer), (gold, answer)
+    for gold, answer in NOT_QUICK:
+        assert MathScorer.quick_equivalent(gold, answer) is None, (gold, answer)
+
+
+def test_on_math500_golds_the_fast_path_agrees_with_math_verify(shared_data):
+    """Every MATH-500 gold the fast path can read, against itself and two other answers."""
+    pytest.importorskip("math_verify")
+    import json
+
+    from mars_eval.tasks.math_scoring import MathScorer
+    from mars_eval.tasks.math_worker import math_equivalent
+
+    path = shared_data / "math500.jsonl"
+    golds = [json.loads(line)["answer"] for line in path.read_text().splitlines() if line.strip()]
+    checked = 0
+    for gold in golds:
+        for answer in (gold, "0", "\\frac{1}{2}"):
+            quick = MathScorer.quick_equivalent(gold, answer)
+            if quick is not None:
+                checked += 1
+                assert quick == math_equivalent(gold, answer), (gold, answer)
+    assert checked > 900  # 314 integer golds and 50 fractions, three answers each
