@@ -1,8 +1,9 @@
 """The intervals a run's summary and a games row carry: avg@K, rates and mean returns.
 
 Kept apart from mars_eval.analysis.stats (paired tests, bootstrap, planning), so that a run
-imports no scipy.stats: the t quantile comes from scipy.special and the normal one from the
-standard library.
+imports neither scipy nor numpy (0.3-0.4 s of CPU together, a tenth of a 200-problem run's;
+issue 33): sums and spreads come from the standard library (`statistics`, exact), the normal
+quantile from `statistics.NormalDist`, the t quantile from mpmath (t_quantile).
 
 avg@K over n problems (cluster_ci). A problem's K samples are not independent (its difficulty
 is shared), so the problem is the unit of sampling (E. Miller, "Adding Error Bars to Evals",
@@ -45,26 +46,56 @@ alike (the earlier all-equal fallback, Wilson at the value's position in the pay
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # imported where used: a run needs it only for its summary (start-up time)
-    import numpy as np
+from statistics import NormalDist, fmean, stdev, variance
+from typing import Any
 
 CONFIDENCE = 0.95
 
 
+@functools.lru_cache(maxsize=256)
 def t_quantile(q: float, df: int) -> float:
-    """The q quantile of Student's t with df degrees of freedom."""
-    from mars_eval.gc_pause import gc_paused
+    """The q quantile of Student's t with df degrees of freedom (the same as scipy's
+    `stdtrit(df, q)` to about 1e-15: tests/test_intervals_numerics.py).
 
-    with gc_paused():  # scipy.special and numpy load here in a run (its summary)
-        from scipy.special import stdtrit
+    For x >= 0 the upper tail is half a regularized incomplete beta function,
 
-    return float(stdtrit(df, q))
+        P(T > x) = I_{df / (df + x^2)}(df / 2, 1 / 2) / 2,
+
+    solved for P(T > x) = 1 - q by mpmath (its betainc, and a bracketing root finder at 30
+    digits); the lower half by symmetry. mpmath (sympy's arithmetic) loads in about 0.03 s,
+    scipy.special with numpy in 0.3-0.4 s.
+    """
+    if not 0.0 < q < 1.0 or df < 1:
+        raise ValueError(f"t_quantile needs 0 < q < 1 and df >= 1 (got q={q}, df={df})")
+    if q < 0.5:
+        return -t_quantile(1.0 - q, df)
+    if q == 0.5:
+        return 0.0
+    import mpmath
+
+    with mpmath.workdps(30):
+        nu, tail = mpmath.mpf(df), mpmath.mpf(1) - mpmath.mpf(q)
+
+        def excess(x: Any) -> Any:  # P(T > x) - (1 - q): falls from q - 1/2 at 0 towards q - 1
+            return mpmath.betainc(nu / 2, 0.5, 0, nu / (nu + x * x), regularized=True) / 2 - tail
+
+        high = mpmath.mpf(2)
+        while excess(high) > 0:
+            high *= 2
+        root = mpmath.findroot(excess, (high / 2 if high > 2 else mpmath.mpf(0), high), solver="anderson")
+    return float(root)
+
+
+def _floats(item: Sequence[float] | float) -> list[float]:
+    """A problem's scores as floats: a sequence (list, array row) or one number."""
+    try:
+        return [float(v) for v in item]  # type: ignore[union-attr]
+    except TypeError:
+        return [float(item)]  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -107,17 +138,15 @@ def mean_ci(
     least the unseen-spread band of the module docstring (all the interval there is when all
     values are equal).
     """
-    import numpy as np
-
-    x = np.asarray(values, dtype=float)
-    n = int(x.size)
+    x = _floats(values)
+    n = len(x)
     if n == 0:
         raise ValueError("mean_ci needs at least one value")
-    mean = float(x.mean())
+    mean = fmean(x)
     if n < 2:
         lo, hi = bounds if bounds is not None else (mean, mean)
         return Interval(mean, float(lo), float(hi), None, n, "t")
-    se = float(x.std(ddof=1) / math.sqrt(n))
+    se = stdev(x) / math.sqrt(n)
     q = t_quantile(0.5 + confidence / 2, n - 1)
     lo, hi = mean - q * se, mean + q * se
     method = "t"
@@ -134,37 +163,32 @@ def mean_ci(
 def cluster_ci(per_problem: Sequence[Sequence[float] | float], confidence: float = CONFIDENCE) -> Interval:
     """Interval for avg@K: each item is one problem's sample scores (or its mean, which counts as
     one sample). Wilson at the clustered effective sample size (module docstring)."""
-    import numpy as np
-
-    groups = [np.atleast_1d(np.asarray(p, dtype=float)) for p in per_problem]
-    groups = [g for g in groups if g.size]
+    groups = [g for g in map(_floats, per_problem) if g]
     n = len(groups)
     if n == 0:
         raise ValueError("cluster_ci needs at least one problem")
-    means = np.array([g.mean() for g in groups])
-    p = float(means.mean())
+    means = [fmean(g) for g in groups]
+    p = fmean(means)
     if n < 2:
         return Interval(p, 0.0, 1.0, None, n, "one problem: no interval")
-    samples = int(sum(g.size for g in groups))
-    se = float(means.std(ddof=1) / math.sqrt(n))
+    samples = sum(len(g) for g in groups)
+    se = stdev(means) / math.sqrt(n)
     q = t_quantile(0.5 + confidence / 2, n - 1)
     lo, hi = wilson_bounds(p, effective_size(means, samples), q)
     return Interval(p, lo, hi, se, n, "wilson at the clustered effective sample size")
 
 
-def effective_size(means: np.ndarray, samples: int) -> float:
+def effective_size(means: Sequence[float], samples: int) -> float:
     """n_eff of avg@K from the problems' means: p (1 - p) / SE^2 with one pseudo-problem at 50%
     added to the means (its samples taken back out of the count), at most the samples. The
     pseudo-problem stands for the clustering the run cannot show: near 0% and 100% a few
     failures one to a problem look like independent samples, and the bare estimate jumped from
     n (all right) to N (one wrong) while covering 89.7% at 98% accuracy (issue 28); as the
     problems show their own spread its weight fades (module docstring)."""
-    import numpy as np
-
-    n = means.size
-    with_pseudo = np.append(means, 0.5)
-    pp = float(with_pseudo.mean())
-    var = float(with_pseudo.var(ddof=1)) / (n + 1)
+    n = len(means)
+    with_pseudo = [*map(float, means), 0.5]
+    pp = fmean(with_pseudo)
+    var = variance(with_pseudo) / (n + 1)
     if var <= 0:  # every problem at exactly 50%: the samples themselves decide
         return float(samples)
     share = samples / (samples + samples / n)  # the pseudo-problem's K samples taken out
