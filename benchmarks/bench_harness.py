@@ -2,7 +2,10 @@
 
 Setup: the scripted server in its own process (so its CPU is not counted) answers every call
 after a fixed latency L (default 0.5 s) with no capacity limit. `single` runs N (default 200)
-AIME-like problems from a local data file, so all N calls may be in flight at once.
+AIME-like problems from a local data file (integer answers: scored without the math-verify
+worker), so all N calls may be in flight at once. `--data math500` runs the first N MATH-500
+problems of ../shared/data/math500.jsonl instead (the server answers 0: most answers then go
+to the math-verify worker, whose CPU, start-up included, is counted in the CLI's).
 
 Figures:
   saturation  = (end of the last call - start of the first call) / L, from the server's log.
@@ -24,8 +27,9 @@ Figures:
   peak RSS    = the largest resident set of the measured process (CLI: of its subprocess).
 
 Rerun: python benchmarks/bench_harness.py            # the set: CLI at 200, and 1000 x 200 in flight
+       python benchmarks/bench_harness.py --data math500   # the same on MATH-500 (200 calls)
        python benchmarks/bench_harness.py [--calls N] [--latency 0.5] [--concurrency C]
-       [--mode both|inprocess|cli] [--http-client direct|openai] [--profile 30]
+       [--mode both|inprocess|cli] [--http-client direct|openai] [--data aime|math500] [--profile 30]
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from tests.support.cli import cli_env, mars_eval_command, mas_args  # noqa: E402
 from tests.support.datasets import write_aime_set  # noqa: E402
 
 MODEL = "scripted-model"
+MATH500 = REPO_ROOT.parent / "shared" / "data" / "math500.jsonl"
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
@@ -79,13 +84,14 @@ def run_inprocess(
     concurrency: int | None = None,
     http_client: str = "direct",
     profile: int = 0,
+    task: str = "aime24",
 ) -> dict:
     from mars_eval.models.base import SamplingParams
     from mars_eval.run.runner import EvalConfig, run_eval
 
     def config(limit: int, folder: str) -> EvalConfig:
         return EvalConfig(
-            task="aime24",
+            task=task,
             system="single",
             model=MODEL,
             base_urls=[base_url],
@@ -127,8 +133,9 @@ def run_cli(
     output: Path,
     concurrency: int | None = None,
     http_client: str = "direct",
+    task: str = "aime24",
 ) -> dict:
-    args = mas_args(model=MODEL, base_urls=[base_url], output=output, data_files=data)
+    args = mas_args(model=MODEL, base_urls=[base_url], output=output, data_files=data, task=task)
     args += ["--limit", str(calls), "--fresh", "--http-client", http_client]
     if concurrency:
         args += ["--concurrency", str(concurrency)]
@@ -196,16 +203,19 @@ def report(name: str, result: dict, stats: dict, latency: float, concurrency: in
 
 
 def measure(args: argparse.Namespace, base_url: str, tmp: Path, calls: int, concurrency: int | None) -> list:
-    data = write_aime_set(tmp / f"bench-{calls}.jsonl", n=calls).path
+    if args.data == "math500":
+        task, data = "math500", MATH500
+    else:
+        task, data = "aime24", write_aime_set(tmp / f"bench-{calls}.jsonl", n=calls).path
     rows = []
     if args.mode in ("both", "inprocess"):
         out = tmp / f"runs-inprocess-{calls}"
-        result = run_inprocess(base_url, data, calls, out, concurrency, args.http_client, args.profile)
+        result = run_inprocess(base_url, data, calls, out, concurrency, args.http_client, args.profile, task)
         stats = server_stats(base_url, reset=True)
         rows.append(report("in-process", result, stats, args.latency, concurrency))
     if args.mode in ("both", "cli"):
         out = tmp / f"runs-cli-{calls}"
-        result = run_cli(base_url, data, calls, out, concurrency, args.http_client)
+        result = run_cli(base_url, data, calls, out, concurrency, args.http_client, task)
         stats = server_stats(base_url, reset=True)
         rows.append(report("cli", result, stats, args.latency, concurrency))
     return rows
@@ -219,10 +229,15 @@ def main() -> None:
     p.add_argument("--mode", choices=("both", "inprocess", "cli"), default=None)
     p.add_argument("--http-client", choices=("direct", "openai"), default="direct")
     p.add_argument("--profile", type=int, default=0, help="in-process: print the top N of cProfile")
+    p.add_argument("--data", choices=("aime", "math500"), default="aime", help="AIME-like or MATH-500")
     args = p.parse_args()
+    if args.data == "math500" and not MATH500.exists():
+        raise SystemExit(f"--data math500 needs {MATH500}")
     # The set (no --calls): 200 calls all in flight, and 1000 calls 200 in flight, through the CLI
     # (what a user runs); --mode inprocess measures the harness without start-up.
     plan = [(args.calls, args.concurrency)] if args.calls else [(200, None), (1000, 200)]
+    if args.data == "math500" and not args.calls:
+        plan = [(200, None)]
     args.mode = args.mode or ("both" if args.calls else "cli")
 
     server, base_url = start_server(args.latency)
