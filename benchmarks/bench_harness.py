@@ -35,7 +35,6 @@ Rerun: python benchmarks/bench_harness.py            # the set: CLI at 200, and 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
@@ -87,6 +86,7 @@ def run_inprocess(
     task: str = "aime24",
 ) -> dict:
     from mars_eval.models.base import SamplingParams
+    from mars_eval.run.loop import run as run_loop
     from mars_eval.run.runner import EvalConfig, run_eval
 
     def config(limit: int, folder: str) -> EvalConfig:
@@ -106,7 +106,7 @@ def run_inprocess(
 
     # A small warm-up run first, so lazily imported modules are not billed to the measured run;
     # the measured run still builds its own client, connection pool and run store from scratch.
-    asyncio.run(run_eval(config(5, "warmup"), progress=False))
+    run_loop(run_eval(config(5, "warmup"), progress=False))
     server_stats(base_url, reset=True)
     profiler = None
     if profile:
@@ -115,7 +115,7 @@ def run_inprocess(
         profiler = cProfile.Profile()
         profiler.enable()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    summary = asyncio.run(run_eval(config(calls, "measured"), progress=False))
+    summary = run_loop(run_eval(config(calls, "measured"), progress=False))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     if profiler is not None:
         import pstats
