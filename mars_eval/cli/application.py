@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.gc_pause import gc_paused
-from mars_eval.models.base import ConfigError
+from mars_eval.models.base import DEFAULT_HTTP_CLIENT, ConfigError
 from mars_eval.run.loop import run as run_loop
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
@@ -77,7 +77,7 @@ def mas(
     request_timeout: opt.RequestTimeout = None,
     max_attempts: opt.MaxAttempts = None,
     engine: opt.Engine = "auto",
-    http_client: opt.HttpClient = "direct",
+    http_client: opt.HttpClient = DEFAULT_HTTP_CLIENT,
     serve: Annotated[
         bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
     ] = False,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mars_eval.mas import all_option_specs, system_names
+from mars_eval.models.base import HTTP_CLIENTS
 from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
 if TYPE_CHECKING:
@@ -63,8 +64,8 @@ RequestTimeout = Annotated[
 HttpClient = Annotated[
     str,
     typer.Option(
-        help="HTTP client of the calls: direct (the endpoint pool itself, one HTTP layer) or openai "
-        "(the openai SDK over the same pool: the same retries and bounds, more CPU per call)"
+        help="HTTP client of the calls: "
+        + "; ".join(f"{name} ({what})" for name, what in HTTP_CLIENTS.items())
     ),
 ]
 MaxAttempts = Annotated[
@@ -145,7 +146,7 @@ def check_shared(opts: Mapping[str, Any]) -> None:
     validate.check_run_options(**{k: opts[k] for k in COUNTS})
     validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
     validate.check_choice("--sampling", opts["sampling"], SAMPLING_PRESETS)
-    validate.check_choice("--http-client", opts["http_client"], ("direct", "openai"))
+    validate.check_choice("--http-client", opts["http_client"], tuple(HTTP_CLIENTS))
     validate.check_choice("--match-system", opts["match_system"], system_names())
     check_task_prompt(opts["task_prompt"])
     load_pack(opts["prompts"])  # a bad pack is refused here, before any work

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
-from mars_eval.models.base import ConfigError
+from mars_eval.models.base import DEFAULT_HTTP_CLIENT, ConfigError
 from mars_eval.run.loop import run as run_loop
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
@@ -79,7 +79,7 @@ def suite(
     request_timeout: opt.RequestTimeout = None,
     max_attempts: opt.MaxAttempts = None,
     engine: opt.Engine = "auto",
-    http_client: opt.HttpClient = "direct",
+    http_client: opt.HttpClient = DEFAULT_HTTP_CLIENT,
     gpqa_order: opt.GpqaOrder = "shuffled",
     question_field: opt.QuestionField = None,
     answer_field: opt.AnswerField = None,

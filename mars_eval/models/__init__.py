@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from mars_eval.models.base import (
+    DEFAULT_HTTP_CLIENT,
     ChatResponse,
     ConfigError,
     ContextOverflowError,
@@ -53,7 +54,7 @@ def make_client(
     timeout: float | None = None,
     max_attempts: int | None = None,
     engine: str = "auto",
-    http_client: str = "direct",
+    http_client: str = DEFAULT_HTTP_CLIENT,
 ) -> ModelClient:
     """An HTTP client when base URLs are given, else an in-process engine.
 

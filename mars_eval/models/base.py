@@ -43,6 +43,13 @@ class ConfigError(ValueError):
 
 
 SAMPLING_PRESETS = ("qwen3", "maslab")  # --sampling; the first is the default
+# --http-client: how calls to an endpoint are sent (never what is sent: not in a run's identity);
+# the first is the default. Declared here, below models.http, so the CLI checks it without aiohttp.
+HTTP_CLIENTS = {
+    "direct": "the endpoint pool itself, one HTTP layer",
+    "openai": "the openai SDK over the same pool: the same retries and bounds, more CPU per call",
+}
+DEFAULT_HTTP_CLIENT = next(iter(HTTP_CLIENTS))
 
 
 @dataclass(frozen=True)

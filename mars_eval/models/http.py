@@ -36,6 +36,8 @@ from multidict import CIMultiDict
 from mars_eval.models.access import AccessDenied, denied_status, key_hint, scrub
 from mars_eval.models.balance import Balancer, Endpoint
 from mars_eval.models.base import (
+    DEFAULT_HTTP_CLIENT,
+    HTTP_CLIENTS,
     ChatResponse,
     ConfigError,
     ContextOverflowError,
@@ -389,9 +391,6 @@ def model_access_error(exc: BaseException) -> ModelAccessError | AccessDenied:
     return ModelAccessError(scrub(f"{type(exc).__name__}: {exc}"))
 
 
-HTTP_CLIENTS = ("direct", "openai")  # --http-client: ours over the pool, or the openai SDK's
-
-
 class HTTPClient:
     """`ModelClient` for OpenAI-compatible servers (one or many `--base-url`s).
 
@@ -410,7 +409,7 @@ class HTTPClient:
         max_attempts: int = 6,
         api_key: str | None = None,
         backoff_base: float = 0.5,
-        http_client: str = "direct",
+        http_client: str = DEFAULT_HTTP_CLIENT,
     ):
         if http_client not in HTTP_CLIENTS:
             raise ConfigError(f"--http-client must be one of {', '.join(HTTP_CLIENTS)} (got {http_client!r})")

@@ -14,7 +14,7 @@ from typing import Any
 
 from mars_eval.mas import options_for, system_class
 from mars_eval.mas.system import option_specs
-from mars_eval.models.base import SamplingParams
+from mars_eval.models.base import DEFAULT_HTTP_CLIENT, SamplingParams
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.run.identity import (
     IDENTITY_VERSION,
@@ -52,7 +52,7 @@ class EvalConfig:
     request_timeout: float | None = None
     max_attempts: int | None = None
     engine: str = "auto"
-    http_client: str = "direct"  # --http-client (models.http.HTTP_CLIENTS): how calls are sent, not what
+    http_client: str = DEFAULT_HTTP_CLIENT  # --http-client (models.base.HTTP_CLIENTS): how, not what
     task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
     problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)
     prompts: str | None = None  # the prompt pack: a name or a YAML file (None: "ours")
