@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -45,7 +48,9 @@ def load_page(
     binary = chromium_path()
     if binary is None:
         raise RuntimeError("no chromium found (apt-get install -y chromium)")
-    with tempfile.TemporaryDirectory(prefix="mars-chromium-") as profile:
+    # Chromium's helper processes can still write to the profile as the main one exits: the whole
+    # process group is stopped, and a file they leave behind does not fail the test.
+    with tempfile.TemporaryDirectory(prefix="mars-chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [
                 binary,
@@ -62,17 +67,23 @@ def load_page(
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             port = _wait_port(Path(profile) / "DevToolsActivePort", proc, timeout)
             return asyncio.run(asyncio.wait_for(_drive(port, url, checks, screenshot), timeout))
         finally:
-            proc.terminate()
+            _signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait(10)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
 
 
 def _wait_port(path: Path, proc: subprocess.Popen, timeout: float) -> int:
