@@ -2,8 +2,8 @@
 
 An import makes hundreds of thousands of objects and no garbage; each collection it triggers
 walks every object made so far and frees nothing. With the collector off, the CLI's start-up
-imports, scipy's (the summary's t quantile) and math-verify's (the scorer's worker) take about
-15% less CPU (0.24 s together on the development machine: 8 runs each, median; issue 33).
+imports and math-verify's (the scorer's worker) take 10-20% less CPU (medians of 8 runs on
+the development machine; issue 33).
 Used only around imports: the collector is on again for the work that follows.
 """
 

@@ -59,7 +59,7 @@ CONFIDENCE = 0.95
 @functools.lru_cache(maxsize=256)
 def t_quantile(q: float, df: int) -> float:
     """The q quantile of Student's t with df degrees of freedom (the same as scipy's
-    `stdtrit(df, q)` to about 1e-15: tests/test_intervals_numerics.py).
+    `stdtrit(df, q)` to 1e-13: tests/test_intervals_numerics.py).
 
     For x >= 0 the upper tail is half a regularized incomplete beta function,
 
