@@ -12,9 +12,15 @@ extract an answer from it by mistake: `ChatResponse.content` never contains thin
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from mars_eval.models.settings import ConfigError as ConfigError  # most code imports it from here
+from mars_eval.models.settings import Setting
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 
@@ -38,10 +44,6 @@ class ContextOverflowError(ModelAccessError):
         self.prompt_tokens = prompt_tokens
 
 
-class ConfigError(ValueError):
-    """Bad user input found before any work: printed as one line, exit code 2."""
-
-
 SAMPLING_PRESETS = ("qwen3", "maslab")  # --sampling; the first is the default
 # --http-client: how calls to an endpoint are sent (never what is sent: not in a run's identity);
 # the first is the default. Declared here, below models.http, so the CLI checks it without aiohttp.
@@ -53,17 +55,74 @@ DEFAULT_HTTP_CLIENT = next(iter(HTTP_CLIENTS))
 
 
 @dataclass(frozen=True)
-class SamplingParams:
-    """Sampling settings. Defaults are Qwen3's recommended thinking-mode settings."""
+class SamplingSpec(Setting):
+    """A sampling field's declaration: a `Setting` (type, default, help, range) plus where its
+    value goes. Every consumer reads these, so a field declared once reaches all of them:
 
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 20
-    min_p: float = 0.0
-    presence_penalty: float = 0.0
-    max_tokens: int = 32768
-    seed: int | None = None
-    thinking: bool = True
+    - `http`: "body" (a chat-completions field), "extra" (a vLLM/SGLang extra, left out for a
+      server that rejects unknown fields), or None (not sent as itself: thinking is
+      chat_template_kwargs); `send`: "always", or "set" (only when it differs from its default);
+    - `hf`: the transformers `generate` keyword (None: the engine cannot apply it, documented),
+      passed only while sampling when `hf_sampling`, and not at all at an `hf_off` value; the
+      fields with an `hf` keyword are the in-process batching key (one generate takes one set);
+    - `vllm`: vLLM's SamplingParams keyword, with `vllm_map` turning our value into vLLM's;
+    - `cli`: a flag of `mas` and `suite` (and a keyword of the API) named after the field.
+    """
+
+    http: str | None = "body"
+    send: str = "always"
+    hf: str | None = None
+    hf_sampling: bool = True
+    hf_off: tuple[Any, ...] = ()
+    vllm: str | None = None
+    vllm_map: Callable[[Any], Any] | None = None
+    cli: bool = True
+
+
+def sampling_field(default: Any, help: str, **declared: Any) -> Any:
+    """One sampling field of `SamplingParams`: its default and help, and `SamplingSpec`'s
+    other attributes by name."""
+    return field(default=default, metadata={"help": help, **declared})
+
+
+# The fields every run identity since identity 2 holds. A field declared later enters a run's
+# identity (and its calls' keys) only when its value differs from its declared default, so a new
+# field whose default keeps today's behaviour leaves every run folder and stored call as it was
+# (docs/run-folders.md, "Identity and growth"). Never edit this list.
+IDENTITY_BASELINE = frozenset(
+    ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens", "seed", "thinking")
+)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings, each declared once (`sampling_field`). Defaults are Qwen3's recommended
+    thinking-mode settings. A new field: one `sampling_field(...)` line here (docs/contributing.md)."""
+
+    temperature: float = sampling_field(
+        0.6, "Sampling temperature", shown="0.6; 0.7 with --no-thinking", low=0, hf="temperature",
+        vllm="temperature",
+    )  # fmt: skip
+    top_p: float = sampling_field(
+        0.95, "Nucleus sampling", shown="0.95; 0.8 with --no-thinking", low=0, low_open=True, high=1,
+        hf="top_p", vllm="top_p",
+    )  # fmt: skip
+    top_k: int = sampling_field(
+        20, "Top-k sampling (-1 or 0: off)", low=-1, http="extra", hf="top_k", hf_off=(0, -1),
+        vllm="top_k", vllm_map=lambda k: k if k > 0 else -1,
+    )  # fmt: skip
+    min_p: float = sampling_field(
+        0.0, "Min-p sampling", shown="0", low=0, high=1, http="extra", hf="min_p", hf_off=(0.0,), vllm="min_p"
+    )
+    presence_penalty: float = sampling_field(
+        0.0, "Presence penalty (vLLM; not applied in-process by transformers)", shown="0", low=-2, high=2,
+        send="set", vllm="presence_penalty",
+    )  # fmt: skip
+    max_tokens: int = sampling_field(32768, "Most new tokens per call", low=1, vllm="max_tokens")
+    seed: int | None = sampling_field(
+        None, "A call's sampling seed (derived from --seed)", send="set", vllm="seed", cli=False
+    )
+    thinking: bool = sampling_field(True, "Qwen3 thinking mode", http=None, cli=False)
     # Settings an endpoint is not sent (the server's own default applies): the `maslab` preset
     # sends only temperature and max_tokens, as MASLab does. "thinking" here: no
     # chat_template_kwargs (Qwen3's template then thinks). In-process engines use the values.
@@ -91,12 +150,37 @@ class SamplingParams:
         return cls(**{**asdict(base), **fields})
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a run's identity and its calls' keys hold them (see IDENTITY_BASELINE)."""
         out = dict(self.__dict__)  # flat fields: no need for asdict's recursive copy (hot path)
+        for name, default in _LATER_DEFAULTS:
+            if out[name] == default:
+                del out[name]
         if not self.omit:
             del out["omit"]  # runs that omit nothing keep the keys they always had
         else:
             out["omit"] = list(self.omit)
         return out
+
+
+def sampling_specs() -> tuple[SamplingSpec, ...]:
+    """Every sampling field's declaration, in declaration order (`omit` is not a setting)."""
+    return _SPECS
+
+
+def _specs() -> tuple[SamplingSpec, ...]:
+    hints = typing.get_type_hints(SamplingParams)
+    out = []
+    for f in dataclasses.fields(SamplingParams):
+        if "help" not in f.metadata:
+            continue
+        kinds = [a for a in typing.get_args(hints[f.name]) if a is not type(None)] or [hints[f.name]]
+        kind = kinds[0]  # int for `int | None`
+        out.append(SamplingSpec(name=f.name, type=kind, default=f.default, **f.metadata))
+    return tuple(out)
+
+
+_SPECS = _specs()
+_LATER_DEFAULTS = tuple((s.name, s.default) for s in _SPECS if s.name not in IDENTITY_BASELINE)
 
 
 @dataclass

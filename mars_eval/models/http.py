@@ -44,6 +44,7 @@ from mars_eval.models.base import (
     Message,
     ModelAccessError,
     SamplingParams,
+    sampling_specs,
 )
 from mars_eval.models.completion import (
     LOWERED_HEADER,
@@ -450,24 +451,22 @@ class HTTPClient:
 
     @staticmethod
     def request_kwargs(params: SamplingParams, strict: bool = False) -> dict:
-        """Chat-completions arguments for our sampling settings: vLLM/SGLang extras (top_k, min_p)
-        in extra_body unless the server is `strict` (rejects unknown fields); settings named in
-        `params.omit` are not sent at all."""
+        """Chat-completions arguments for our sampling settings, as each field declares
+        (`SamplingSpec.http` and `send`): vLLM/SGLang extras in extra_body unless the server is
+        `strict` (rejects unknown fields); settings named in `params.omit` are not sent at all."""
         omit = params.omit
         extra: dict = (
             {} if "thinking" in omit else {"chat_template_kwargs": {"enable_thinking": params.thinking}}
         )
-        if not strict:
-            extra.update({k: getattr(params, k) for k in ("top_k", "min_p") if k not in omit})
-        kwargs: dict = {"temperature": params.temperature}
-        if "top_p" not in omit:
-            kwargs["top_p"] = params.top_p
-        kwargs["max_tokens"] = params.max_tokens
+        kwargs: dict = {}
+        for spec in sampling_specs():
+            if spec.http is None or spec.name in omit or (spec.http == "extra" and strict):
+                continue
+            value = getattr(params, spec.name)
+            if spec.send == "set" and value == spec.default:
+                continue
+            (extra if spec.http == "extra" else kwargs)[spec.name] = value
         kwargs["extra_body"] = extra
-        if params.presence_penalty and "presence_penalty" not in omit:
-            kwargs["presence_penalty"] = params.presence_penalty
-        if params.seed is not None and "seed" not in omit:
-            kwargs["seed"] = params.seed
         return kwargs
 
     def request_body(self, messages: list[Message], params: SamplingParams, strict: bool) -> dict:

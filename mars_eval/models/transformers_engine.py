@@ -17,7 +17,8 @@ batch of their own, so a reply's length limit never depends on its batch mates.
 A reply stopped at max_tokens while thinking is on and never closed its thinking is all
 thinking (no answer), see `split_thinking`.
 
-Limits, documented: presence_penalty has no transformers equivalent and is ignored; a batch
+Limits, documented: a sampling field without a transformers keyword (`SamplingSpec.hf` None:
+presence_penalty) is not applied; a batch
 shares one torch seed (the first request's), so a sample's text can depend on which other
 requests shared its batch.
 """
@@ -37,6 +38,7 @@ from mars_eval.models.base import (
     Message,
     ModelAccessError,
     SamplingParams,
+    sampling_specs,
     split_thinking,
 )
 
@@ -48,8 +50,25 @@ class _Pending:
     future: asyncio.Future = field(repr=False)
 
 
+# The fields `generate` applies (each field's `hf`): one generate call takes one set of them.
+_HF_SPECS = tuple(s for s in sampling_specs() if s.hf is not None)
+
+
 def _group_key(p: SamplingParams) -> tuple:
-    return (p.temperature, p.top_p, p.top_k, p.min_p)
+    return tuple(getattr(p, s.name) for s in _HF_SPECS)
+
+
+def generate_kwargs(p: SamplingParams) -> dict:
+    """`generate`'s sampling keywords for `p`, as each field declares (`SamplingSpec.hf`):
+    greedy at temperature 0, where the sampling-only fields do not apply."""
+    sampling = p.temperature > 0
+    out: dict = {"do_sample": sampling}
+    for spec in _HF_SPECS:
+        value = getattr(p, spec.name)
+        if (spec.hf_sampling and not sampling) or value in spec.hf_off:
+            continue
+        out[spec.hf] = value
+    return out
 
 
 class TransformersEngine:
@@ -211,15 +230,7 @@ class TransformersEngine:
         prompt_len = enc["input_ids"].shape[1]
         max_new = max(1, max(rooms))
         first = batch[0].params
-        gen_kwargs = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id}
-        if first.temperature > 0:
-            gen_kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
-            if first.top_k > 0:
-                gen_kwargs["top_k"] = first.top_k
-            if first.min_p > 0:
-                gen_kwargs["min_p"] = first.min_p
-        else:
-            gen_kwargs["do_sample"] = False
+        gen_kwargs = {"max_new_tokens": max_new, "pad_token_id": tok.pad_token_id, **generate_kwargs(first)}
         if first.seed is not None:
             torch.manual_seed(first.seed)
         with torch.inference_mode():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from typing import Any
 
 from mars_eval.models.base import (
     ChatResponse,
@@ -19,6 +20,7 @@ from mars_eval.models.base import (
     Message,
     ModelAccessError,
     SamplingParams,
+    sampling_specs,
     split_thinking,
 )
 
@@ -64,15 +66,7 @@ class VLLMEngine:
         prompt = self._tok.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, enable_thinking=params.thinking
         )
-        sampling = VSampling(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k if params.top_k > 0 else -1,
-            min_p=params.min_p,
-            presence_penalty=params.presence_penalty,
-            max_tokens=params.max_tokens,
-            seed=params.seed,
-        )
+        sampling = VSampling(**vllm_kwargs(params))
         started = time.perf_counter()
         final = None
         try:
@@ -103,3 +97,13 @@ class VLLMEngine:
     async def aclose(self) -> None:
         if self._engine is not None and hasattr(self._engine, "shutdown"):
             self._engine.shutdown()
+
+
+def vllm_kwargs(params: SamplingParams) -> dict[str, Any]:
+    """vLLM's SamplingParams keywords for `params`, as each field declares (`SamplingSpec.vllm`)."""
+    out: dict[str, Any] = {}
+    for spec in sampling_specs():
+        if spec.vllm is not None:
+            value = getattr(params, spec.name)
+            out[spec.vllm] = spec.vllm_map(value) if spec.vllm_map is not None else value
+    return out
