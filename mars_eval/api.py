@@ -8,9 +8,11 @@ store), so the CLI's report, compare and export read them too.
                                 limit=5, max_tokens=256, thinking=False, rounds=2)
     print(result.summary["accuracy"], result.samples[0].answer)
 
-Keyword options go where they belong: sampling settings (temperature, top_p, top_k, min_p,
-presence_penalty, max_tokens, thinking) to the sampling, any other name to the system's
-declared options (`mars-eval list`). Both functions work from a notebook, whose event loop is
+Keyword options go where they belong: the shared run options (run.options: limit, samples,
+seed, output, the sampling settings, thinking, ...) where `mas`'s flags of the same names go,
+checked by the same declarations, any other name to the system's declared options
+(`mars-eval list`). A bad value raises ConfigError with the CLI's one-line message before any
+folder is made. Both functions work from a notebook, whose event loop is
 already running (the run then goes on its own loop in a worker thread); `evaluate_async` and
 `play_async` are the awaitable forms.
 """
@@ -28,7 +30,6 @@ from typing import Any
 from mars_eval.run.loop import run as run_loop
 
 RESULT_SCHEMA_VERSION = 1
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens")
 
 
 @dataclass(frozen=True)
@@ -108,36 +109,62 @@ def _run(coro: Any) -> Any:
         return pool.submit(run_loop, coro).result()
 
 
+def _text_list(name: str, value: Any) -> list[str]:
+    """A str or a list of str (base_url, problem_ids), else ConfigError."""
+    from mars_eval.models.base import ConfigError
+
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"{name} must be text or a list of text, got {type(value).__name__}")
+    return list(items)
+
+
+def _text(name: str, value: Any, *, required: bool = False) -> Any:
+    """A str (None allowed unless `required`), else ConfigError."""
+    from mars_eval.models.base import ConfigError
+
+    if (value is not None or required) and not isinstance(value, str):
+        raise ConfigError(f"{name} must be text, got {type(value).__name__}")
+    return value
+
+
 def _eval_config(
-    system: str,
-    task: str,
-    model: str | None,
-    base_url: str | list[str] | None,
-    thinking: bool,
-    sampling: str,
-    options: dict[str, Any],
-    settings: dict[str, Any],
+    system: Any, task: Any, model: Any, base_url: Any, options: dict[str, Any], served: bool
 ) -> Any:
-    from mars_eval.mas import check_unused, options_for, system_class
-    from mars_eval.models.base import SamplingParams
+    """The run configuration of `evaluate`'s arguments, checked by the code the CLI's `mas`
+    checks with (run.options' declarations, cli.validate, the systems' declarations), so a bad
+    value raises the CLI's one-line ConfigError before any folder is made."""
+    from mars_eval.cli import options as cli_options
+    from mars_eval.cli import validate
+    from mars_eval.run.options import BY_NAME, checked, config_fields
+    from mars_eval.tasks import make_task
+    from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS
+
+    _text("system", system, required=True)
+    _text("task", task, required=True)
+    _text("model", model)
+    urls = _text_list("base_url", base_url) if base_url is not None else []
+    values = checked({k: options.pop(k) for k in list(options) if k in BY_NAME}, "api")
+    data_files = _text("data_files", options.pop("data_files", None))
+    ids = options.pop("problem_ids", None)
+    problem_ids = _text_list("problem_ids", ids) if ids is not None else None
+    task_options = {k: _text(k, options.pop(k)) for k in CUSTOM_TASK_FIELDS if k in options}
+    given = {"system_options": options}
+    validate.check_model_and_output(urls, None if served else model, values["output"])
+    [name] = cli_options.check_systems([system], given, served=served or bool(urls))
+    make_task(task, **task_options)  # an unknown task, a custom-task field with another: one line
     from mars_eval.run.config import EvalConfig
 
-    sampled = {k: options.pop(k) for k in SAMPLING_KEYS if k in options}
-    cls = system_class(system)
-    check_unused([cls.name], options)
-    served = bool(base_url)
-    cls.check(cls.make_options(**options_for(cls.name, options)), served=served)
-    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
-    params = SamplingParams.for_mode(thinking, sampling, **sampled)
     return EvalConfig(
         task=task,
-        system=cls.name,
+        system=name,
         model=model,
         base_urls=urls,
-        params=params,
-        sampling=sampling,
-        system_options=options,
-        **settings,
+        data_files=data_files,
+        problem_ids=problem_ids,
+        task_options=task_options or None,
+        system_options=cli_options.system_options(given),
+        **config_fields(values),
     )
 
 
@@ -153,13 +180,11 @@ async def evaluate_async(
     **options: Any,
 ) -> EvalResult:
     """`evaluate`, awaitable."""
-    from mars_eval.run.config import EvalConfig
     from mars_eval.run.runner import run_eval
     from mars_eval.run.store import RunStore
 
-    fields = {f.name for f in dataclasses.fields(EvalConfig)}
-    settings = {k: options.pop(k) for k in list(options) if k in fields and k not in ("system_options",)}
-    cfg = _eval_config(system, task, model, base_url, thinking, sampling, options, settings)
+    options = {**options, "thinking": thinking, "sampling": sampling}
+    cfg = _eval_config(system, task, model, base_url, options, served=False)
     summary = await run_eval(cfg, progress=progress)
     run_dir = Path(summary["run_dir"])
     records = RunStore.load_records(run_dir / "samples.jsonl")

@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.gc_pause import gc_paused
-from mars_eval.models.base import DEFAULT_HTTP_CLIENT, ConfigError
+from mars_eval.models.base import ConfigError
 from mars_eval.run.loop import run as run_loop
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
@@ -43,6 +43,7 @@ CKPT = "the checkpoint's mars_eval.json, else "
 
 @app.command()
 @opt.with_system_options
+@opt.with_run_options("mas")
 def mas(
     task: Annotated[
         str,
@@ -57,27 +58,7 @@ def mas(
         str | None,
         typer.Option(help="Local JSON/JSONL/CSV/Parquet copy of the dataset", show_default="the hub dataset"),
     ] = None,
-    limit: opt.Limit = None,
-    samples: opt.Samples = 1,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(help="Max calls in flight", show_default="512 over HTTP, batches of 64 in-process"),
-    ] = None,
-    seed: opt.Seed = 0,
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    top_k: opt.TopK = None,
-    min_p: opt.MinP = None,
-    presence_penalty: opt.PresencePenalty = None,
-    max_tokens: opt.MaxTokens = None,
-    thinking: opt.Thinking = True,
-    output: opt.Output = "results/runs",
-    fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
-    json_out: opt.JsonSummary = False,
-    request_timeout: opt.RequestTimeout = None,
-    max_attempts: opt.MaxAttempts = None,
-    engine: opt.Engine = "auto",
-    http_client: opt.HttpClient = DEFAULT_HTTP_CLIENT,
+    run_options: dict | None = None,  # the shared run options (run.options): --limit, --temperature, ...
     serve: Annotated[
         bool, typer.Option("--serve", help="Start `vllm serve --model` around the run", show_default="off")
     ] = False,
@@ -88,21 +69,16 @@ def mas(
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
     problem_ids: opt.ProblemIds = None,
-    prompts: opt.Prompts = None,
-    task_prompt: opt.TaskPrompt = "ours",
-    sampling: opt.Sampling = "qwen3",
-    match_system: opt.MatchSystem = "mad",
-    match_run: opt.MatchRun = None,
+    json_out: opt.JsonSummary = False,
     system_options: dict | None = None,
 ) -> None:
     """Run a multi-agent system on a benchmark and report accuracy."""
     given = dict(locals())  # the options as given, by name (before anything is reassigned)
     from mars_eval.cli import validate
 
-    opt.check_shared(given)  # before the runner's imports: a bad count costs no import time
+    values = opt.run_values(given, "mas")  # before the runner's imports: a bad count costs no import time
     # --serve: vLLM loads (and may download) the model; it is a served name, not an in-process one
-    validate.check_model_and_output(base_url, None if serve else model, output)
-    validate.check_choice("--engine", engine, ("auto", "transformers", "vllm"))
+    validate.check_model_and_output(base_url, None if serve else model, values["output"])
     # "--votes is used by vote only", a bad option value: one line, exit 2
     [system] = opt.check_systems([system], given, served=bool(base_url) or serve)
     from mars_eval.tasks import make_task, task_with_gpqa_order
@@ -114,6 +90,7 @@ def mas(
         from mars_eval.report.console import print_summary_table
         from mars_eval.run.runner import run_eval
     cfg = opt.eval_config(
+        values,
         given,
         task=task,
         system=system,
@@ -209,21 +186,26 @@ def games(
             show_default=CKPT + "ours",
         ),
     ] = None,
-    output: opt.Output = "results/runs",
-    fresh: Annotated[bool, typer.Option(help="Start the run over instead of resuming")] = False,
+    output: opt.run_flag("output", "games") = opt.run_default("output"),
+    fresh: opt.run_flag("fresh", "games") = False,
     json_out: opt.JsonSummary = False,
-    request_timeout: opt.RequestTimeout = None,
-    max_attempts: opt.MaxAttempts = None,
+    request_timeout: opt.run_flag("request_timeout", "games") = None,
+    max_attempts: opt.run_flag("max_attempts", "games") = None,
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
     from mars_eval.cli.games_cmds import games_command
+    from mars_eval.run.options import checked_values
 
-    validate.check_run_options(
-        concurrency=concurrency, request_timeout=request_timeout, max_attempts=max_attempts
+    checked_values(
+        concurrency=concurrency,
+        request_timeout=request_timeout,
+        max_attempts=max_attempts,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
     )
     validate.at_least("--episodes", episodes, 1)
-    validate.check_sampling(temperature=temperature, max_tokens=max_tokens)
     from mars_eval.run.rundirs import expand_models
 
     models = expand_models(model, served=bool(base_url))

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mars_eval.mas import all_option_specs, system_names
-from mars_eval.models.base import HTTP_CLIENTS
 from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
 if TYPE_CHECKING:
@@ -34,46 +33,6 @@ def _task_list() -> str:
 TASKS_HELP = _task_list()
 SYSTEMS_HELP = ", ".join(system_names()) + ", or FILE.py:CLASS"
 
-Temperature = Annotated[
-    float | None,
-    typer.Option(help="Sampling temperature (>= 0)", show_default="0.6; 0.7 with --no-thinking"),
-]
-TopP = Annotated[
-    float | None,
-    typer.Option(help="Nucleus sampling, in (0, 1]", show_default="0.95; 0.8 with --no-thinking"),
-]
-TopK = Annotated[int | None, typer.Option(help="Top-k sampling (-1 or 0: off)", show_default="20")]
-MinP = Annotated[float | None, typer.Option(help="Min-p sampling, in [0, 1]", show_default="0")]
-PresencePenalty = Annotated[float | None, typer.Option(help="Presence penalty (vLLM)", show_default="0")]
-MaxTokens = Annotated[int | None, typer.Option(help="Most new tokens per call", show_default="32768")]
-Thinking = Annotated[
-    bool,
-    typer.Option(
-        "--thinking/--no-thinking", help="Qwen3 thinking mode (chat_template_kwargs.enable_thinking)"
-    ),
-]
-Seed = Annotated[int, typer.Option(help="Seed from which every call's sampling seed is derived")]
-Limit = Annotated[int | None, typer.Option(help="First N problems only", show_default="all")]
-RequestTimeout = Annotated[
-    float | None,
-    typer.Option(
-        help="Deadline of one attempt at a call, connect to last byte (then it is retried)",
-        show_default="3600",
-    ),
-]
-HttpClient = Annotated[
-    str,
-    typer.Option(
-        help="HTTP client of the calls: "
-        + "; ".join(f"{name} ({what})" for name, what in HTTP_CLIENTS.items())
-    ),
-]
-MaxAttempts = Annotated[
-    int | None, typer.Option(help="Attempts per call before it is an error", show_default="6")
-]
-Samples = Annotated[int, typer.Option(help="Samples per problem (K)")]
-Output = Annotated[str, typer.Option(help="Folder that holds run folders")]
-Engine = Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")]
 GpqaOrder = Annotated[
     str,
     typer.Option(
@@ -81,90 +40,93 @@ GpqaOrder = Annotated[
         "option always A, as MASLab's dataset builder; GPQA tasks only)"
     ),
 ]
-Prompts = Annotated[
-    str | None,
-    typer.Option(
-        help="Prompt pack: a name (see `mars-eval prompts list`) or a YAML file", show_default="ours"
-    ),
-]
-TaskPrompt = Annotated[
-    str,
-    typer.Option(
-        help="Task prompt: ours (the question and our answer format) or bare (the question as the "
-        "references send it, GPQA options as '(A) ...' lines)"
-    ),
-]
-Sampling = Annotated[
-    str,
-    typer.Option(
-        help="Sampling preset: qwen3 (Qwen3's recommended settings) or maslab (temperature 0.5, "
-        "max_tokens 2048, nothing else sent); explicit sampling options override it"
-    ),
-]
-MatchSystem = Annotated[
-    str,
-    typer.Option(help="vote without --votes: the system whose finished run's calls per sample set the votes"),
-]
-MatchRun = Annotated[
-    str | None,
-    typer.Option(
-        help="vote without --votes: the finished run folder whose calls per sample set the votes",
-        show_default="the run of --match-system with this configuration and problems",
-    ),
-]
 JsonSummary = Annotated[
     bool, typer.Option("--json", help="Print a JSON summary as the last stdout line", show_default="off")
 ]
 
 
-# The parameter names of the options above that `mas` and `suite` share: checked and turned into
-# an EvalConfig here, once, so the two commands cannot check or pass them differently.
-SAMPLING = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "max_tokens")
-COUNTS = ("limit", "samples", "concurrency", "request_timeout", "max_attempts")
-SETTINGS = (
-    "seed",
-    "output",
-    "fresh",
-    "engine",
-    "http_client",
-    "prompts",
-    "task_prompt",
-    "sampling",
-    "match_system",
-    "match_run",
-)
+def run_flag(name: str, command: str) -> Any:
+    """The typer annotation of run option `name` (run.options) as `command` shows it: its flag,
+    help and shown default from the one declaration. Use: `output: opt.run_flag("output", "games")
+    = opt.run_default("output")`."""
+    from mars_eval.run.options import BY_NAME
+
+    option = BY_NAME[name]
+    flags = [f"{option.cli_flag}/{option.twin}"] if option.twin else []
+    shown = option.shown_in(command)
+    kind = option.type | None if option.nullable else option.type
+    extra = {"show_default": shown} if shown is not None else {}
+    return Annotated[kind, typer.Option(*flags, help=option.help_in(command), **extra)]
 
 
-def check_shared(opts: Mapping[str, Any]) -> None:
-    """Bad counts or sampling values among a command's shared options (`opts`: its parameters by
-    name): one ConfigError before any work."""
-    from mars_eval.cli import validate
-    from mars_eval.models.base import SAMPLING_PRESETS
-    from mars_eval.prompts import load_pack
-    from mars_eval.tasks.prompting import check_task_prompt
+def run_default(name: str) -> Any:
+    from mars_eval.run.options import BY_NAME
 
-    validate.check_run_options(**{k: opts[k] for k in COUNTS})
-    validate.check_sampling(**{k: opts[k] for k in SAMPLING if k != "presence_penalty"})
-    validate.check_choice("--sampling", opts["sampling"], SAMPLING_PRESETS)
-    validate.check_choice("--http-client", opts["http_client"], tuple(HTTP_CLIENTS))
-    validate.check_choice("--match-system", opts["match_system"], system_names())
-    check_task_prompt(opts["task_prompt"])
-    load_pack(opts["prompts"])  # a bad pack is refused here, before any work
+    return BY_NAME[name].default
 
 
-def eval_config(opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
-    """The run configuration of a command's shared options (sampling settings resolved from the
-    --sampling preset for --thinking/--no-thinking); `fields` are the command's own (task, system,
-    model, ...)."""
-    from mars_eval.models.base import SamplingParams
+RUN_OPTIONS = "run_options"  # the parameter a command gets the shared run options in
+
+
+def with_run_options(command_name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A typer command with every shared run option `command_name` takes (run.options) added to
+    its signature where it declares `run_options`; the command gets their values as given (None:
+    not given) in that one parameter, to check with `run_values`."""
+    from mars_eval.run.options import options_of
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(command, include_extras=True)
+        own = inspect.signature(command)
+        declared = options_of(command_name)
+        added = [
+            inspect.Parameter(
+                o.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=o.default,
+                annotation=run_flag(o.name, command_name),
+            )
+            for o in declared
+        ]
+        names = [o.name for o in declared]
+        params: list[inspect.Parameter] = []
+        for p in own.parameters.values():
+            if p.name == RUN_OPTIONS:
+                params.extend(added)
+            else:
+                params.append(p.replace(annotation=hints.get(p.name, p.annotation), kind=p.KEYWORD_ONLY))
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            values = {k: kwargs.pop(k) for k in names}
+            return command(**kwargs, run_options=values)
+
+        wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        del wrapper.__wrapped__  # typer must read the new signature, not the command's
+        return wrapper
+
+    return decorate
+
+
+def run_values(opts: Mapping[str, Any], command: str) -> dict[str, Any]:
+    """A command's shared run options (`opts["run_options"]`) checked and completed with their
+    defaults (run.options.checked): one ConfigError before any work."""
+    from mars_eval.run.options import checked
+
+    return checked(opts.get(RUN_OPTIONS) or {}, command)
+
+
+def eval_config(values: Mapping[str, Any], opts: Mapping[str, Any], **fields: Any) -> EvalConfig:
+    """The run configuration of checked run options `values` (run_values) and a command's other
+    parameters `opts` (its endpoints, its system options); `fields` are the command's own (task,
+    system, model, ...)."""
+    from mars_eval.run.options import config_fields
     from mars_eval.run.runner import EvalConfig
 
-    params = SamplingParams.for_mode(opts["thinking"], opts["sampling"], **{k: opts[k] for k in SAMPLING})
     return EvalConfig(
         base_urls=list(opts["base_url"] or []),
-        params=params,
         system_options=system_options(opts),
-        **{k: opts[k] for k in COUNTS + SETTINGS},
+        **config_fields(values),
         **fields,
     )
 

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
-from mars_eval.models.base import DEFAULT_HTTP_CLIENT, ConfigError
+from mars_eval.models.base import ConfigError
 from mars_eval.run.loop import run as run_loop
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
@@ -57,29 +57,8 @@ def suite(
             show_default="the hub datasets",
         ),
     ] = None,
-    limit: opt.Limit = None,
-    samples: opt.Samples = 1,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            help="Max calls in flight, whole suite", show_default="512 over HTTP, batches of 64 in-process"
-        ),
-    ] = None,
-    seed: opt.Seed = 0,
-    temperature: opt.Temperature = None,
-    top_p: opt.TopP = None,
-    top_k: opt.TopK = None,
-    min_p: opt.MinP = None,
-    presence_penalty: opt.PresencePenalty = None,
-    max_tokens: opt.MaxTokens = None,
-    thinking: opt.Thinking = True,
-    output: opt.Output = "results/runs",
-    fresh: Annotated[bool, typer.Option(help="Start every cell over instead of resuming")] = False,
+    run_options: dict | None = None,  # the shared run options (run.options): --limit, --temperature, ...
     json_out: opt.JsonSummary = False,
-    request_timeout: opt.RequestTimeout = None,
-    max_attempts: opt.MaxAttempts = None,
-    engine: opt.Engine = "auto",
-    http_client: opt.HttpClient = DEFAULT_HTTP_CLIENT,
     gpqa_order: opt.GpqaOrder = "shuffled",
     question_field: opt.QuestionField = None,
     answer_field: opt.AnswerField = None,
@@ -87,11 +66,6 @@ def suite(
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
     problem_ids: opt.ProblemIds = None,
-    prompts: opt.Prompts = None,
-    task_prompt: opt.TaskPrompt = "ours",
-    sampling: opt.Sampling = "qwen3",
-    match_system: opt.MatchSystem = "mad",
-    match_run: opt.MatchRun = None,
     system_options: dict | None = None,
 ) -> None:
     """Run every (model, system, task) cell side by side on one endpoint pool; print the table."""
@@ -104,7 +78,8 @@ def suite(
         from mars_eval.run.suite import SuitePlan, parse_data_files, run_suite
         from mars_eval.tasks import make_task
 
-    opt.check_shared(given)
+    values = opt.run_values(given, "suite")
+    output = values["output"]
     validate.check_base_urls(base_url)
     validate.check_output_dir(output)
     if not system:
@@ -133,7 +108,7 @@ def suite(
     files = {_gpqa_order(t, gpqa_order): f for t, f in files.items()}
     tasks = list(dict.fromkeys(_gpqa_order(t, gpqa_order) for t in tasks))
     template = opt.eval_config(
-        given, task=tasks[0], task_options=options, problem_ids=opt.problem_ids(problem_ids)
+        values, given, task=tasks[0], task_options=options, problem_ids=opt.problem_ids(problem_ids)
     )
     plan = SuitePlan(
         models=models,
@@ -147,7 +122,7 @@ def suite(
     # An identical suite already running would split the cells with this one (each refused the
     # other's run folders): the second one stops here instead, before any work.
     Path(output).mkdir(parents=True, exist_ok=True)
-    same = config_hash({k: v for k, v in given.items() if k != "json_out"})
+    same = config_hash({**{k: v for k, v in given.items() if k != "json_out"}, "run_options": values})
     with held_lock(Path(output) / f".suite-{same}.lock", f"the output folder {output} for this suite"):
         cells = run_loop(run_suite(plan))
     _write_suite_file(plan)
@@ -333,6 +308,6 @@ def _say_skipped(lines: list[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
-    app.command()(opt.with_system_options(suite))
+    app.command()(opt.with_system_options(opt.with_run_options("suite")(suite)))
     app.command()(report)
     app.command()(export)

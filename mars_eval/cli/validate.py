@@ -28,24 +28,6 @@ def at_least(flag: str, value: int | float | None, minimum: int | float) -> None
         raise ConfigError(f"{flag} must be at least {minimum} (got {value})")
 
 
-def check_sampling(
-    *,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    min_p: float | None = None,
-    max_tokens: int | None = None,
-) -> None:
-    """Sampling flags in the ranges vLLM and transformers accept (top_k -1 and 0 both mean off)."""
-    at_least("--temperature", temperature, 0)
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ConfigError(f"--top-p must be in (0, 1] (got {top_p})")
-    at_least("--top-k", top_k, -1)
-    if min_p is not None and not 0 <= min_p <= 1:
-        raise ConfigError(f"--min-p must be in [0, 1] (got {min_p})")
-    at_least("--max-tokens", max_tokens, 1)
-
-
 def check_base_url(url: str) -> None:
     """An http(s) URL with a host and no user:password (keys go in OPENAI_API_KEY, and a URL is
     printed and stored in run folders)."""
@@ -143,36 +125,6 @@ def check_model_folder(model: str | None) -> None:
         raise ConfigError(
             f"--model {model!r}: folder holds no model weights (no *.safetensors or pytorch_model*.bin)"
         )
-
-
-def check_run_options(
-    *,
-    limit: int | None = None,
-    samples: int | None = None,
-    votes: int | None = None,
-    rounds: int | None = None,
-    agents: int | None = None,
-    concurrency: int | None = None,
-    request_timeout: float | None = None,
-    max_attempts: int | None = None,
-    samples_per_answer: int | None = None,
-    turns: int | None = None,
-) -> None:
-    """Counts that must be at least 1 (0 or a negative count runs nothing, or hangs)."""
-    for flag, value in (
-        ("--limit", limit),
-        ("--samples", samples),
-        ("--votes", votes),
-        ("--rounds", rounds),
-        ("--agents", agents),
-        ("--concurrency", concurrency),
-        ("--max-attempts", max_attempts),
-        ("--samples-per-answer", samples_per_answer),
-        ("--turns", turns),
-    ):
-        at_least(flag, value, 1)
-    if request_timeout is not None and not request_timeout > 0:
-        raise ConfigError(f"--request-timeout must be more than 0 seconds (got {request_timeout})")
 
 
 def check_model_and_output(base_urls: list[str] | None, model: str | None, output: str) -> None:

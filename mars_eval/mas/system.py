@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from mars_eval.mas.base import SampleContext, SystemResult
+from mars_eval.mas.identity_baseline import in_identity
 from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
@@ -205,9 +206,15 @@ class System:
 
     @classmethod
     def identity_of(cls, options: Any) -> dict[str, Any]:
-        """What of this system decides its results: every option (defaults filled in) and the
-        protocol version; part of the run folder's name (run.identity)."""
-        out = dataclasses.asdict(options)
+        """What of this system decides its results: its options (defaults filled in) and the
+        protocol version; part of the run folder's name (run.identity). An option added after
+        the identity baseline (mas.identity_baseline) is left out at its default, so adding one
+        that keeps the old behaviour by default keeps every run folder's name."""
+        out = {
+            spec.name: getattr(options, spec.name)
+            for spec in option_specs(type(options))
+            if in_identity(cls.name, spec.name, getattr(options, spec.name), spec.default)
+        }
         if cls.protocol is not None:
             out["protocol"] = cls.protocol
         return out

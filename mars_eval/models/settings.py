@@ -61,13 +61,14 @@ class Setting:
             return f"less than {_num(self.high)}" if self.high_open else f"at most {_num(self.high)}"
         return ""
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: Any, *, from_text: bool = True) -> Any:
         """`value` (None: not given, returned as is) as this setting's type, checked; text is
-        converted. ConfigError (one line, naming the flag) when it does not fit."""
+        converted when `from_text` (command-line and file values; the Python API passes values
+        of their own type). ConfigError (one line, naming the flag) when it does not fit."""
         if value is None:
             return None
         flag, kind = self.cli_flag, self.type
-        if isinstance(value, str) and kind is not str:
+        if from_text and isinstance(value, str) and kind is not str:
             value = _from_text(flag, kind, value)
         if kind is bool:
             if not isinstance(value, bool):

@@ -7,6 +7,7 @@ filled in, and the protocol version), so a new option is in the identity without
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,12 +84,21 @@ class EvalConfig:
         """The options given that `system` declares (the rest are other systems')."""
         return options_for(system, self.system_options)
 
-    def system_identity(self, system: str | None = None) -> dict[str, Any]:
-        """The system's part of the identity, from its declaration."""
+    def system_identity(self, system: str | None = None, *, every_option: bool = False) -> dict[str, Any]:
+        """The system's part of the identity, from its declaration (`every_option`: each option
+        at its value, defaults included, as versions before the identity baseline recorded the
+        options of systems outside it)."""
         cls = system_class(system or self.system)
-        return cls.identity_of(cls.make_options(**self.options_of(system or self.system)))
+        options = cls.make_options(**self.options_of(system or self.system))
+        own = cls.identity_of(options)
+        if every_option:
+            protocol = {"protocol": own["protocol"]} if "protocol" in own else {}
+            own = {**dataclasses.asdict(options), **protocol}
+        return own
 
-    def identity(self, model: dict[str, Any], data: str, system: str | None = None) -> dict[str, Any]:
+    def identity(
+        self, model: dict[str, Any], data: str, system: str | None = None, *, every_option: bool = False
+    ) -> dict[str, Any]:
         """What decides results, hence the run folder's hash (see `run.identity`): `model` is
         `identity.model_identity(...)`, `data` the hash of the loaded problems. Limit and samples
         are left out on purpose: a larger --limit or --samples reuses finished samples."""
@@ -104,7 +114,7 @@ class EvalConfig:
             "params": self.params.to_dict(),
             "prompts": self.pack().identity(),
             "task_prompt": self.task_prompt,
-            **self.system_identity(name),
+            **self.system_identity(name, every_option=every_option),
         }
         if self.matched:
             out["matched_to"] = self.matched["run"]
@@ -171,7 +181,10 @@ def open_run(
     the user may expect: an older version's folder resumed under its new name, or a new run
     because the data changed (old and new records are never mixed)."""
     path, identity = run_folder(cfg, system, model_name, engine, data_hash(problems))
-    config = {**identity, "command": command_hash(identity)}
+    # config.json records every option at its value (what readers show); the folder's hash and
+    # `command` cover the identity, where options added after the baseline count only when set.
+    recorded = cfg.identity(model_identity(model_name, engine), identity["data"], system, every_option=True)
+    config = {**recorded, "command": command_hash(identity)}
     output = Path(cfg.output)
     if not path.exists() and not cfg.fresh:
         legacy = output / run_name(cfg.task, system, model_name, cfg.legacy_identity(model_name, system))
@@ -191,6 +204,8 @@ def open_run(
                 config["call_model"] = model_name  # its stored calls were keyed by the name as given
                 say(f"resuming {legacy.name} (made by an earlier version) as {path.name}")
         if not path.exists():
+            _resume_before_baseline(cfg, system, model_name, engine, problems, path, say)
+        if not path.exists():
             for other in siblings(output, path.name):
                 stored = read_config(other)
                 if stored.get("command") == config["command"] and stored.get("data") != identity["data"]:
@@ -209,3 +224,25 @@ def open_run(
         config["call_model"] = read_config(path).get("call_model", identity["model"])
     config.setdefault("call_model", identity["model"])
     return RunStore(path, config, fresh=cfg.fresh)
+
+
+def _resume_before_baseline(
+    cfg: EvalConfig,
+    system: str,
+    model_name: str,
+    engine: str,
+    problems: list[Problem],
+    path: Path,
+    say: Callable[[str], None],
+) -> None:
+    """A folder of a system outside the identity baseline (a system file's) made before it,
+    when every option was recorded at its default too: renamed to its name now (said)."""
+    identity = cfg.identity(
+        model_identity(model_name, engine), data_hash(problems), system, every_option=True
+    )
+    older = path.parent / run_name(cfg.task, system, model_name, identity)
+    if older == path or not older.is_dir() or read_config(older).get("command") != command_hash(identity):
+        return
+    with held_lock(older / LOCK_NAME, f"run folder {older}"):
+        older.rename(path)
+    say(f"resuming {older.name} (named by an earlier version) as {path.name}")
