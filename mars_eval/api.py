@@ -229,8 +229,11 @@ async def play_async(
         from mars_eval.models.base import ConfigError
 
         raise ConfigError(f"play() has no option {unknown[0]!r}")
-    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+    from mars_eval.cli import validate
+
+    urls = _text_list("base_url", base_url) if base_url is not None else []
     cfg = build_config(games=games, model=model, base_url=urls, **options)
+    validate.check_model_and_output(urls, model, cfg.output)
     summary = await run_games(cfg, progress=progress)
     return PlayResult(summary=summary, run_dir=Path(summary["run_dir"]))
 

@@ -195,17 +195,6 @@ def games(
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
     from mars_eval.cli.games_cmds import games_command
-    from mars_eval.run.options import checked_values
-
-    checked_values(
-        concurrency=concurrency,
-        request_timeout=request_timeout,
-        max_attempts=max_attempts,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        seed=seed,
-    )
-    validate.at_least("--episodes", episodes, 1)
     from mars_eval.run.rundirs import expand_models
 
     models = expand_models(model, served=bool(base_url))

@@ -24,6 +24,7 @@ option of the same name (both read `--rounds`); their types must agree.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -95,12 +96,18 @@ class OptionSpec:
                 raise ConfigError(f"{self.flag} must be {kind.__name__}, got {value!r}") from None
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{self.flag} must be an integer, got {value!r}")
+        if kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{self.flag} must be a number, got {value!r}")
+            if not math.isfinite(value):  # NaN and infinity are not JSON, and bound nothing
+                raise ConfigError(f"{self.flag} must be a finite number, got {value}")
+            value = float(value)
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"unknown {self.flag} {value!r}; choose one of: {', '.join(self.choices)}")
-        if kind is int:
+        if kind in (int, float):
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(f"{self.flag} must be at least {self.minimum}, got {value}")
-            top = self.maximum if self.maximum is not None else MAX_COUNT
+            top = self.maximum if self.maximum is not None else MAX_COUNT if kind is int else math.inf
             if value > top:
                 raise ConfigError(f"{self.flag} must be at most {top}, got {value}")
         return value

@@ -111,7 +111,7 @@ class EvalConfig:
             "system": name,
             **model,
             "seed": self.seed,
-            "params": self.params.to_dict(),
+            "params": self.params.to_dict(every_field=every_option),
             "prompts": self.pack().identity(),
             "task_prompt": self.task_prompt,
             **self.system_identity(name, every_option=every_option),

@@ -217,13 +217,6 @@ def checked(values: Mapping[str, Any], command: str = "mas") -> dict[str, Any]:
     return out
 
 
-def checked_values(**values: Any) -> None:
-    """Check run options given by name (None: not given) against their declarations, for a
-    command that takes a few of them under its own help (games, curve)."""
-    for name, value in values.items():
-        BY_NAME[name].check(value)
-
-
 def sampling_params(values: Mapping[str, Any]) -> SamplingParams:
     """The sampling settings of checked run options: the --sampling preset for the mode, then
     each sampling field given."""
