@@ -1,26 +1,33 @@
 """In-process engine: a transformers model (CPU or GPU) behind the `ModelClient` interface.
 
-Concurrent samples call `chat` independently; a micro-batcher collects the requests that arrive
-within a short window (or until `max_batch`) and runs them through one left-padded `generate`
-call in a worker thread, so the event loop keeps running and many conversations share one
-forward pass. Requests are grouped by their sampling settings (one generate call takes one
-set); `max_tokens` may differ inside a group (the group generates up to the largest, rows are
-cut to their own limit afterwards).
+Concurrent samples call `chat` independently; every call joins one continuous decode loop
+(`decode_loop.DecodeLoop`) that runs in a worker thread, so the event loop keeps running and all
+conversations share each forward pass. A call joins between two decode steps (its prompt is
+prefilled alone, with a shared prompt prefix taken from the prefix cache) and leaves the step its
+reply ends: no row waits for the longest reply, no prompt is padded to the longest, and rows with
+different sampling settings share the loop (each row is warped and sampled with its own, a
+seeded row from its own generator). `stats()` gives the loop's counters, the prefix-cache hit
+rate among them.
+
+The static engine (`continuous=False`, or a model the loop cannot run, see
+`decode_loop.supported`): a micro-batcher collects the requests that arrive within a short
+window (or until `max_batch`) and runs them through one left-padded `generate` call. Requests
+are grouped by their sampling settings (one generate call takes one set); `max_tokens` may differ
+inside a group (the group generates up to the largest, rows are cut to their own limit
+afterwards); a batch shares one torch seed (the first request's).
 
 Context: the model's positions (`max_position_embeddings`) bound prompt + reply, as a server's
 context length does. A prompt that alone fills them raises `ContextOverflowError` (the runner
 scores the sample wrong and counts it as context_overflow); a prompt that fits gets max_tokens
 lowered to what is left, as `HTTPClient` does after a server's refusal. Nothing is ever cut from
-a prompt. Rows whose room would be shrunk by a longer row's left padding are generated in a
-batch of their own, so a reply's length limit never depends on its batch mates.
+a prompt. (Static engine: rows whose room would be shrunk by a longer row's left padding are
+generated in a batch of their own, so a reply's length limit never depends on its batch mates.)
 
 A reply stopped at max_tokens while thinking is on and never closed its thinking is all
 thinking (no answer), see `split_thinking`.
 
 Limits, documented: a sampling field without a transformers keyword (`SamplingSpec.hf` None:
-presence_penalty) is not applied; a batch
-shares one torch seed (the first request's), so a sample's text can depend on which other
-requests shared its batch.
+presence_penalty) is not applied.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ class _Pending:
     prompt: str
     params: SamplingParams
     future: asyncio.Future = field(repr=False)
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    submitted: float = 0.0
 
 
 # The fields `generate` applies (each field's `hf`): one generate call takes one set of them.
@@ -72,7 +81,13 @@ def generate_kwargs(p: SamplingParams) -> dict:
 
 
 class TransformersEngine:
-    """`ModelClient` over a local or hub transformers checkpoint, micro-batched."""
+    """`ModelClient` over a local or hub transformers checkpoint, continuously batched.
+
+    `max_batch`: most rows decoded together (more calls wait for a row to free up);
+    `batch_window_s`: when the loop starts from idle it waits this long, so calls made together
+    start together; `continuous=False`: the static engine (one `generate` per micro-batch);
+    `prefix_cache_tokens`: prompt tokens whose KV the prefix cache keeps (0: no prefix cache).
+    """
 
     def __init__(
         self,
@@ -82,19 +97,34 @@ class TransformersEngine:
         max_batch: int = 64,
         batch_window_s: float = 0.01,
         dtype: str = "auto",
+        continuous: bool = True,
+        prefix_cache_tokens: int = 16384,
     ):
         self.model = model
         self.max_batch = max_batch
         self.batch_window_s = batch_window_s
+        self.continuous = continuous
+        self.prefix_cache_tokens = prefix_cache_tokens
+        self.static_reason: str | None = None if continuous else "continuous=False"
         self._device = device
         self._dtype = dtype
         self._tok = None
         self._lm = None
         self._load_lock = threading.Lock()  # concurrent first calls must load the model once
+        # static engine
         self._queue: list[_Pending] = []
         self._wakeup: asyncio.Event | None = None
         self._worker: asyncio.Task | None = None
-        self.batches = 0  # generate calls made (for tests and stats)
+        # continuous engine: calls wait in _incoming until the worker thread admits them
+        self._decode = None  # decode_loop.DecodeLoop, made at load
+        self._cond = threading.Condition()
+        self._incoming: list[_Pending] = []
+        self._serving: threading.Thread | None = None
+        self._closing = False
+        # Continuous: busy periods of the decode loop (idle to idle), each one worker thread;
+        # static: generate calls. For tests and stats.
+        self.batches = 0
+        self.requests = 0
 
     # --- loading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -129,6 +159,21 @@ class TransformersEngine:
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         self._tok, self._lm, self._device = tok, lm.to(device).eval(), device
+        if self.continuous:
+            from mars_eval.models.decode_loop import DecodeLoop, supported
+
+            self.static_reason = supported(self._lm)
+            if self.static_reason is None:
+                self._decode = DecodeLoop(
+                    self._lm,
+                    self._eos_ids(),
+                    max_rows=self.max_batch,
+                    limit=self.context_limit(),
+                    prefix_tokens=self.prefix_cache_tokens,
+                )
+
+    def _eos_ids(self) -> set[int]:
+        return set(_as_list(self._lm.generation_config.eos_token_id)) | {self._tok.eos_token_id}
 
     async def check(self) -> None:
         await asyncio.to_thread(self._load)
@@ -147,7 +192,12 @@ class TransformersEngine:
         if self._lm is None:  # load once, off the event loop; no thread hop per call after that
             await self.check()
         loop = asyncio.get_running_loop()
-        pending = _Pending(self.render(messages, params), params, loop.create_future())
+        prompt = self.render(messages, params)
+        pending = _Pending(prompt, params, loop.create_future(), loop, time.perf_counter())
+        self.requests += 1
+        if self._decode is not None:
+            self._submit(pending)
+            return await pending.future
         self._queue.append(pending)
         if self._wakeup is None:
             self._wakeup = asyncio.Event()
@@ -156,6 +206,110 @@ class TransformersEngine:
             self._worker = asyncio.create_task(self._batch_loop())
         return await pending.future
 
+    # --- continuous engine -----------------------------------------------------------------
+    def _submit(self, pending: _Pending) -> None:
+        with self._cond:
+            self._incoming.append(pending)
+            if self._serving is None:  # the loop is idle: a new busy period, a new worker
+                self._closing = False
+                self._serving = threading.Thread(target=self._serve, name="mars-eval-decode", daemon=True)
+                self.batches += 1
+                self._serving.start()
+
+    def _serve(self) -> None:
+        """The worker thread: admit waiting calls while rows are free, one decode step, repeat;
+        gone when nothing is live or waiting (the next call starts another)."""
+        import torch
+
+        loop = self._decode
+        time.sleep(self.batch_window_s)  # calls made together start together
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    if self._closing or (not self._incoming and not loop.live):
+                        self._serving = None
+                        leftover, self._incoming = self._incoming, []
+                        break
+                    free = loop.max_rows - len(loop.live)
+                    taken, self._incoming = self._incoming[:free], self._incoming[free:]
+                try:
+                    for p in taken:
+                        self._admit(p)
+                    loop.step()
+                except Exception as exc:  # a failed step fails its rows, never the engine
+                    for seq in loop.fail_all():
+                        seq.fail(ModelAccessError(f"generation failed: {exc}"))
+                    loop.slab.release()
+        for seq in loop.fail_all():
+            seq.fail(ModelAccessError("the engine was closed"))
+        for p in leftover:
+            _settle(p, ModelAccessError("the engine was closed"))
+        loop.slab.release()  # memory follows what is live; the prefix cache stays
+
+    def _admit(self, p: _Pending) -> None:
+        """Context check, then the call joins the loop (or is answered at once)."""
+        from mars_eval.models.decode_loop import Sequence, warpers
+
+        ids = self._tok(p.prompt, add_special_tokens=False)["input_ids"]
+        n, limit = len(ids), self.context_limit()
+        if limit is not None and n >= limit:
+            _settle(
+                p,
+                ContextOverflowError(
+                    f"the prompt has {n} tokens; the model's context length is {limit} tokens",
+                    max_model_len=limit,
+                    prompt_tokens=n,
+                ),
+            )
+            return
+        room = p.params.max_tokens if limit is None else min(p.params.max_tokens, limit - n)
+
+        def done(tokens: list[int], finish: str) -> None:
+            _settle(p, self._response(p, tokens, finish, n, room, time.perf_counter() - p.submitted))
+
+        seq = Sequence(
+            prompt=ids,
+            room=room,
+            key=_group_key(p.params),
+            processors=warpers(generate_kwargs(p.params)),
+            seed=p.params.seed,
+            done=done,
+            cancelled=p.future.done,
+            fail=lambda exc: _settle(p, exc),
+        )
+        self._decode.admit(seq)
+
+    def _response(
+        self, p: _Pending, tokens: list[int], finish: str, prompt_tokens: int, room: int, latency: float
+    ) -> ChatResponse:
+        text = self._tok.decode(tokens, skip_special_tokens=True)
+        cut_off = p.params.thinking and finish == "length"
+        content, thinking = split_thinking(text, cut_off_thinking=cut_off)
+        return ChatResponse(
+            content=content,
+            thinking=thinking,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(tokens),
+            latency_s=latency,
+            finish_reason=finish,
+            endpoint="in-process",
+            extra={"max_tokens_lowered_to": room} if room < p.params.max_tokens else {},
+        )
+
+    def stats(self) -> dict:
+        """The engine's counters: calls, busy periods (`batches`), and for the continuous loop its
+        decode steps, row-steps, prefills, prompt tokens and prefix-cache hits (`prefix_hit_rate`:
+        prompt tokens copied from the cache over all prompt tokens admitted)."""
+        out = {"engine": "continuous" if self._decode is not None else "static", "requests": self.requests}
+        out["batches"] = self.batches
+        if self.static_reason and self._lm is not None:
+            out["static_reason"] = self.static_reason
+        if self._decode is not None:
+            out.update(self._decode.stats.as_dict())
+            out["prefix_cache_tokens_held"] = self._decode.prefix.tokens_held
+        return out
+
+    # --- static engine ---------------------------------------------------------------------
     async def _batch_loop(self) -> None:
         assert self._wakeup is not None
         while True:
@@ -237,7 +391,7 @@ class TransformersEngine:
             out = lm.generate(**enc, **gen_kwargs)
         self.batches += 1
         latency = time.perf_counter() - started
-        eos_ids = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
+        eos_ids = self._eos_ids()
         responses = []
         for i, p in enumerate(batch):
             n, finish = reply_length(out[i, prompt_len:].tolist(), rooms[i], eos_ids)
@@ -262,6 +416,30 @@ class TransformersEngine:
     async def aclose(self) -> None:
         if self._worker is not None:
             self._worker.cancel()
+        with self._cond:
+            worker = self._serving
+            if worker is not None:
+                self._closing = True
+        if worker is not None:
+            await asyncio.to_thread(worker.join)
+
+
+def _settle(p: _Pending, result: ChatResponse | BaseException) -> None:
+    """Answer a call from the worker thread, on its own event loop (a call that was cancelled,
+    or whose loop is gone, is left alone)."""
+
+    def put() -> None:
+        if p.future.done():
+            return
+        if isinstance(result, BaseException):
+            p.future.set_exception(result)
+        else:
+            p.future.set_result(result)
+
+    try:
+        p.loop.call_soon_threadsafe(put)
+    except RuntimeError:  # the event loop was closed
+        pass
 
 
 def reply_length(row: list[int], room: int, eos_ids: set[int]) -> tuple[int, str]:

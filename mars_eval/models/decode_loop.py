@@ -1,0 +1,441 @@
+"""Continuous batching for the in-process engine: one decode loop that sequences join and leave.
+
+Why not one `model.generate` per batch (what the engine did before): a static batch runs until
+its longest row ends (rows that finished early still take a step each time), every prompt is
+left-padded to the longest one, a request that arrives mid-batch waits for the whole batch, and
+the identical round-1 prompt of a debate's agents is computed once per agent. Here:
+
+- Rows join between steps (their prompt is prefilled alone, no padding) and leave the step
+  their reply ends; a decode step computes exactly one new token per live row.
+- Per-sequence KV cache, kept in one slab per layer, (rows, kv_heads, time, head_dim): live
+  row i owns slab row i and its tokens sit at time [0, length_i). A step writes each row's new
+  key/value at its own length and attends over [0, max length] with a mask that hides every
+  row's unused tail; the slab rows are a view, never copied per step. Only attention sees that
+  tail (masked, its softmax weight is exactly 0); the projections and MLP, most of a step's
+  work, run on the live rows' new tokens alone. When a row leaves, the last live row moves
+  into its place so the live rows stay 0..n-1.
+- A prefix cache: a prompt's KV is kept per whole block of `PREFIX_BLOCK` tokens, looked up by
+  a chained hash of the blocks (and checked token by token), so a prompt that starts with a
+  cached prefix copies that KV and prefills only the rest. Bounded in tokens, least recently
+  used out first. Counters: prompt tokens seen, tokens served from the cache.
+- Sampling per row: each row's settings (temperature, top_k, top_p, min_p: the fields with a
+  transformers keyword) become transformers' own logits warpers, in `generate`'s order; rows
+  with equal settings are warped together, greedy rows take the argmax, and a seeded row draws
+  from its own generator, so its text does not depend on its batch mates.
+
+transformers' own continuous batching (transformers >= 5: `generate_batch`,
+`init_continuous_batching`) runs on the CPU in fp32 and matches greedy `generate`, but one
+manager samples or is greedy for all its requests, has no per-request min_p or seed, and ties
+us to an API still moving between releases; this loop uses only the model's forward (with
+`position_ids`, a 4D mask and a cache object with `update`), which transformers >= 4.56 have.
+
+The model's forward is called with a duck-typed cache (`_SlabCache`): attention layers call
+`cache.update(key, value, layer_idx, ...)` and attend over what it returns. Models whose layers
+need more than that (sliding-window layers, recurrent state) are not run here: see `supported`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PREFIX_BLOCK = 16  # tokens per prefix-cache block: a prefix is reused in whole blocks
+
+
+def supported(lm: Any) -> str | None:
+    """Why this loop cannot run `lm` (None: it can). The loop passes one 4D mask to every layer
+    and keeps plain key/value per layer, so sliding-window or recurrent layers are refused."""
+    config = lm.config
+    layer_types = getattr(config, "layer_types", None) or []
+    if any(t != "full_attention" for t in layer_types):
+        return f"layer types {sorted(set(layer_types))}"
+    if getattr(config, "use_sliding_window", False) and getattr(config, "sliding_window", None):
+        return "sliding-window attention"
+    if getattr(config, "is_encoder_decoder", False):
+        return "encoder-decoder model"
+    params = inspect.signature(lm.forward).parameters
+    if "position_ids" not in params or not ({"cache", "past_key_values"} & set(params)):
+        return "forward takes no position_ids or cache"
+    return None
+
+
+def _cache_keyword(lm: Any) -> str:
+    # transformers 5.x renamed past_key_values to cache (the old name still works, with a warning)
+    return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+
+
+class _SlabCache:
+    """KV of the live rows, one slab per layer: keys[l] is (rows, kv_heads, time, head_dim).
+
+    Before each forward the loop says where this forward writes (`for_decode`, `for_prefill`);
+    each attention layer's `update` writes its new key/value there and returns the keys/values
+    to attend over (a view of the slab)."""
+
+    def __init__(self, rows: int, limit: int | None, rows_index: Any):
+        self.rows_cap = rows
+        self.limit = limit  # the model's positions: the time axis never grows past them
+        self.rows_now = 0
+        self.time_cap = 0
+        self._want = (1, 64)  # (rows, time) asked for before the first forward made the slab
+        self._rows_index = rows_index  # arange(rows) on the model's device
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self._write: tuple = ()
+
+    # --- what the next forward writes -----------------------------------------------------
+    def for_decode(self, lengths: Any, span: int) -> None:
+        """Rows 0..n-1 each write one token at their own length; attend over [0, span)."""
+        self._write = ("decode", lengths, span)
+
+    def for_prefill(self, row: int, start: int, count: int) -> None:
+        """Row `row` writes `count` tokens from `start`; attend over [0, start + count)."""
+        self._write = ("prefill", row, start, count)
+
+    def ensure(self, rows: int, time: int) -> None:
+        """Hold `rows` rows of `time` tokens: each axis grows by doubling (rows up to the most
+        live rows, time up to the model's positions), so memory follows what is live."""
+        if not self.keys:  # the first forward makes the slab (it learns the KV shape there)
+            self._want = (max(self._want[0], rows), max(self._want[1], time))
+            return
+        if rows <= self.rows_now and time <= self.time_cap:
+            return
+        new_rows = self.rows_now
+        if rows > self.rows_now:
+            new_rows = min(max(rows, 2 * self.rows_now), self.rows_cap)
+        new_time = self.time_cap if time <= self.time_cap else max(time, self._double(self.time_cap))
+        for store in (self.keys, self.values):
+            for i, old in enumerate(store):
+                grown = old.new_zeros((new_rows, old.shape[1], new_time, old.shape[3]))
+                grown[: old.shape[0], :, : self.time_cap] = old
+                store[i] = grown
+        self.rows_now, self.time_cap = new_rows, new_time
+
+    def release(self) -> None:
+        """Free the slab (no live rows): the next forward makes a new one."""
+        self.keys, self.values = [], []
+        self.rows_now = self.time_cap = 0
+        self._want = (1, 64)
+
+    def _double(self, n: int) -> int:
+        return min(2 * n, self.limit) if self.limit else 2 * n
+
+    # --- what attention layers call -------------------------------------------------------
+    def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        if layer_idx == len(self.keys):  # first forward: the slab takes the model's KV shape
+            rows, time = self._want
+            time = min(time, self.limit) if self.limit else time
+            shape = (rows, key.shape[1], time, key.shape[3])
+            self.keys.append(key.new_zeros(shape))
+            self.values.append(value.new_zeros(shape))
+            self.rows_now, self.time_cap = rows, time
+        ks, vs = self.keys[layer_idx], self.values[layer_idx]
+        if self._write[0] == "decode":
+            _, lengths, span = self._write
+            rows = lengths.shape[0]
+            index = self._rows_index[:rows]
+            ks[index, :, lengths] = key[:, :, 0]  # row r's new token at time lengths[r]
+            vs[index, :, lengths] = value[:, :, 0]
+            return ks[:rows, :, :span], vs[:rows, :, :span]
+        _, row, start, count = self._write
+        ks[row, :, start : start + count] = key[0]
+        vs[row, :, start : start + count] = value[0]
+        return ks[row : row + 1, :, : start + count], vs[row : row + 1, :, : start + count]
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:  # asked by some models; positions are ours
+        return 0
+
+    # --- rows -----------------------------------------------------------------------------
+    def move_row(self, src: int, dst: int, length: int) -> None:
+        for store in (self.keys, self.values):
+            for s in store:
+                s[dst, :, :length] = s[src, :, :length]
+
+    def copy_in(self, row: int, kv: list[tuple[Any, Any]], length: int) -> None:
+        """Put a cached prefix (per layer (key, value), each (kv_heads, >= length, head_dim))."""
+        for layer, (k, v) in enumerate(kv):
+            self.keys[layer][row, :, :length] = k[:, :length]
+            self.values[layer][row, :, :length] = v[:, :length]
+
+    def copy_out(self, row: int, length: int) -> list[tuple[Any, Any]]:
+        pairs = zip(self.keys, self.values, strict=True)
+        return [(k[row, :, :length].clone(), v[row, :, :length].clone()) for k, v in pairs]
+
+
+@dataclass
+class _Entry:
+    tokens: tuple[int, ...]
+    kv: list[tuple[Any, Any]]
+    hashes: list[int]
+
+
+class PrefixCache:
+    """Prompt KV by whole blocks of PREFIX_BLOCK tokens, bounded by `max_tokens`, LRU.
+
+    Block j's key chains the hash of blocks 0..j, so a hit on block j means the whole prefix
+    up to it matches (checked token by token against the entry, so a hash collision is a miss).
+    An entry keeps its prompt's full blocks; a prompt whose blocks are all cached already adds
+    nothing, one that extends a cached prefix is stored whole (the shared part twice: simple,
+    and bounded by `max_tokens`)."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._by_hash: dict[int, tuple[int, int]] = {}  # chained block hash -> (entry id, tokens)
+        self._next_id = 0
+        self.tokens_held = 0
+
+    @staticmethod
+    def block_hashes(tokens: list[int]) -> list[int]:
+        out, h = [], 0
+        for j in range(len(tokens) // PREFIX_BLOCK):
+            h = hash((h, tuple(tokens[j * PREFIX_BLOCK : (j + 1) * PREFIX_BLOCK])))
+            out.append(h)
+        return out
+
+    def lookup(self, tokens: list[int], hashes: list[int]) -> tuple[list[tuple[Any, Any]] | None, int]:
+        """(per-layer KV, tokens) of the longest cached whole-block prefix of `tokens`."""
+        for j in range(len(hashes) - 1, -1, -1):
+            hit = self._by_hash.get(hashes[j])
+            if hit is None:
+                continue
+            entry_id, n = hit
+            entry = self._entries[entry_id]
+            if entry.tokens[:n] == tuple(tokens[:n]):
+                self._entries.move_to_end(entry_id)
+                return entry.kv, n
+        return None, 0
+
+    def add(self, tokens: list[int], hashes: list[int], kv: Callable[[int], list[tuple[Any, Any]]]) -> None:
+        """Keep the full blocks of `tokens`; `kv(n)` gives their KV (called only when kept)."""
+        n = len(hashes) * PREFIX_BLOCK
+        if n == 0 or n > self.max_tokens or hashes[-1] in self._by_hash:
+            return
+        while self.tokens_held + n > self.max_tokens:
+            old_id, old = self._entries.popitem(last=False)
+            self.tokens_held -= len(old.hashes) * PREFIX_BLOCK
+            for h in old.hashes:
+                if self._by_hash.get(h, (None,))[0] == old_id:
+                    del self._by_hash[h]
+        entry_id, self._next_id = self._next_id, self._next_id + 1
+        self._entries[entry_id] = _Entry(tuple(tokens[:n]), kv(n), hashes)
+        for j, h in enumerate(hashes):
+            self._by_hash[h] = (entry_id, (j + 1) * PREFIX_BLOCK)
+        self.tokens_held += n
+
+
+@dataclass
+class Sequence:
+    """One request in the loop: its prompt ids, room for new tokens, settings and callback."""
+
+    prompt: list[int]
+    room: int  # most new tokens (already lowered to the context left)
+    key: tuple  # the sampling settings that warp alike (`_group_key`)
+    processors: Any  # a LogitsProcessorList, or None for greedy
+    seed: int | None
+    done: Callable[[list[int], str], None]  # (new tokens without the end token, finish reason)
+    cancelled: Callable[[], bool] = lambda: False
+    fail: Callable[[BaseException], None] = lambda exc: None  # answer the call with an error
+    generated: list[int] = field(default_factory=list)
+    length: int = 0  # tokens in this row's KV
+    generator: Any = None
+
+
+@dataclass
+class LoopStats:
+    """Counters the engine reports (`TransformersEngine.stats`)."""
+
+    steps: int = 0  # decode forwards
+    row_steps: int = 0  # rows summed over decode steps: each one is a token some reply kept
+    attended: int = 0  # (rows x span) summed over decode steps: attention's KV columns
+    attended_live: int = 0  # of which a row's own tokens (the rest: masked tails)
+    prefills: int = 0
+    prompt_tokens: int = 0  # prompt tokens admitted
+    prefix_hit_tokens: int = 0  # of which copied from the prefix cache, not computed
+    max_rows: int = 0  # most rows live in one step
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        hits = self.prefix_hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        out["prefix_hit_rate"] = round(hits, 4)
+        out["attention_padding"] = round(1 - self.attended_live / self.attended, 4) if self.attended else 0.0
+        return out
+
+
+class DecodeLoop:
+    """The loop's state and its steps; driven by one thread (the engine's worker), never shared.
+
+    `admit` prefills a new sequence into a free row and samples its first token; `step` runs one
+    decode forward over all live rows. A sequence leaves (its `done` called) the moment it has
+    an end token or its room is used up."""
+
+    def __init__(self, lm: Any, eos_ids: set[int], *, max_rows: int, limit: int | None, prefix_tokens: int):
+        import torch
+
+        self.torch = torch
+        self.lm = lm
+        self.eos_ids = eos_ids
+        self.max_rows = max_rows
+        self.limit = limit
+        self.device = next(lm.parameters()).device
+        self.cache_kw = _cache_keyword(lm)
+        self.slab = _SlabCache(max_rows, limit, torch.arange(max_rows, device=self.device))
+        self.prefix = PrefixCache(prefix_tokens)
+        self.live: list[Sequence] = []
+        self.stats = LoopStats()
+
+    def has_room(self) -> bool:
+        return len(self.live) < self.max_rows
+
+    def _forward(self, input_ids: Any, position_ids: Any, mask: Any) -> Any:
+        out = self.lm(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            attention_mask=mask,
+            use_cache=True,
+            logits_to_keep=1,
+            **{self.cache_kw: self.slab},
+        )
+        return out.logits[:, -1, :].float()
+
+    def _mask(self, allowed: Any) -> Any:
+        """A 4D additive mask from a boolean one: 0 where attending, the dtype's minimum elsewhere."""
+        dtype = self.slab.keys[0].dtype if self.slab.keys else next(self.lm.parameters()).dtype
+        mask = self.torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+        return mask.masked_fill_(~allowed, self.torch.finfo(dtype).min)
+
+    def admit(self, seq: Sequence) -> None:
+        """Prefill `seq` into the next row (prefix from the cache where it can) and sample its
+        first token."""
+        torch = self.torch
+        row = len(self.live)
+        seq.length = n = len(seq.prompt)
+        if seq.seed is not None and seq.processors is not None:
+            seq.generator = torch.Generator(device=self.device).manual_seed(seq.seed)
+        hashes = self.prefix.block_hashes(seq.prompt[: n - 1])  # the last token is always run
+        kv, start = self.prefix.lookup(seq.prompt, hashes)
+        self.slab.ensure(row + 1, n + 1)
+        count = n - start
+        self.slab.for_prefill(row, start, count)
+        if kv is not None and self.slab.keys:
+            self.slab.copy_in(row, kv, start)
+        ids = torch.tensor([seq.prompt[start:]], device=self.device)
+        positions = torch.arange(start, n, device=self.device).unsqueeze(0)
+        query = positions[0].unsqueeze(1)  # (count, 1): absolute positions of the new tokens
+        allowed = torch.arange(n, device=self.device).unsqueeze(0) <= query  # causal
+        logits = self._forward(ids, positions, self._mask(allowed[None, None]))
+        self.stats.prefills += 1
+        self.stats.prompt_tokens += n
+        self.stats.prefix_hit_tokens += start
+        self.prefix.add(seq.prompt, hashes, lambda m: self.slab.copy_out(row, m))
+        self.live.append(seq)
+        self._take([seq], logits)
+
+    def step(self) -> None:
+        """One decode forward: each live row's last token at its own position."""
+        torch = self.torch
+        if not self.live:
+            return
+        rows = self.live
+        lengths = torch.tensor([s.length for s in rows], device=self.device)
+        span = int(lengths.max()) + 1
+        self.slab.ensure(len(rows), span)
+        self.slab.for_decode(lengths, span)
+        ids = torch.tensor([[s.generated[-1]] for s in rows], device=self.device)
+        allowed = torch.arange(span, device=self.device).unsqueeze(0) <= lengths.unsqueeze(1)
+        logits = self._forward(ids, lengths.unsqueeze(1), self._mask(allowed[:, None, None, :]))
+        st = self.stats
+        st.steps += 1
+        st.row_steps += len(rows)
+        st.attended += len(rows) * span
+        st.attended_live += int(lengths.sum()) + len(rows)
+        st.max_rows = max(st.max_rows, len(rows))
+        for s in rows:
+            s.length += 1
+        self._take(list(rows), logits)
+
+    def _take(self, rows: list[Sequence], logits: Any) -> None:
+        """Pick each row's next token, then let the rows that ended leave."""
+        for seq, token in zip(rows, self._pick(rows, logits), strict=True):
+            seq.generated.append(token)
+        for seq in list(rows):
+            last = seq.generated[-1]
+            if last in self.eos_ids:
+                self._leave(seq, seq.generated[:-1], "stop")
+            elif len(seq.generated) >= seq.room:
+                self._leave(seq, seq.generated, "length")
+            elif seq.cancelled():
+                self._leave(seq, seq.generated, "cancelled")
+
+    def _pick(self, rows: list[Sequence], logits: Any) -> list[int]:
+        torch = self.torch
+        out: list[int | None] = [None] * len(rows)
+        greedy = [i for i, s in enumerate(rows) if s.processors is None]
+        if greedy:
+            picked = logits[greedy].argmax(dim=-1).tolist()
+            for i, t in zip(greedy, picked, strict=True):
+                out[i] = t
+        groups: dict[tuple, list[int]] = {}
+        for i, s in enumerate(rows):
+            if s.processors is not None:
+                groups.setdefault(s.key, []).append(i)
+        for members in groups.values():  # rows with equal settings warp together
+            seqs = [rows[i] for i in members]
+            scores = seqs[0].processors(None, logits[members])
+            probs = torch.softmax(scores, dim=-1)
+            unseeded = [j for j, s in enumerate(seqs) if s.generator is None]
+            if unseeded:
+                drawn = torch.multinomial(probs[unseeded], 1).squeeze(1).tolist()
+                for j, t in zip(unseeded, drawn, strict=True):
+                    out[members[j]] = t
+            for j, s in enumerate(seqs):
+                if s.generator is not None:  # its own draws: independent of its batch mates
+                    out[members[j]] = int(torch.multinomial(probs[j], 1, generator=s.generator))
+        return [int(t) for t in out]
+
+    def _leave(self, seq: Sequence, tokens: list[int], finish: str) -> None:
+        row = self.live.index(seq)
+        last = len(self.live) - 1
+        if row != last:  # the last live row takes the free one: live rows stay 0..n-1
+            moved = self.live[last]
+            self.slab.move_row(last, row, moved.length)
+            self.live[row] = moved
+        self.live.pop()
+        seq.done(tokens, finish)
+
+    def fail_all(self) -> list[Sequence]:
+        """Drop every live row (after a failed forward); the caller fails their requests."""
+        dropped, self.live = self.live, []
+        return dropped
+
+
+def warpers(kwargs: dict[str, Any]) -> Any:
+    """transformers' logits warpers for `generate`-style sampling keywords (`generate_kwargs`),
+    in `generate`'s order; None when greedy. A keyword with no warper here is an error, so a
+    sampling field declared later with an `hf` keyword cannot be silently dropped."""
+    from transformers import LogitsProcessorList
+    from transformers.generation.logits_process import (
+        MinPLogitsWarper,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    if not kwargs.get("do_sample"):
+        return None
+    makers = {
+        "temperature": TemperatureLogitsWarper,
+        "top_k": lambda v: TopKLogitsWarper(top_k=v),
+        "top_p": lambda v: TopPLogitsWarper(top_p=v),
+        "min_p": lambda v: MinPLogitsWarper(min_p=v),
+    }
+    unknown = set(kwargs) - set(makers) - {"do_sample"}
+    if unknown:
+        raise NotImplementedError(f"no per-row logits warper for {sorted(unknown)}")
+    chain = [makers[k](kwargs[k]) for k in makers if k in kwargs]
+    if "temperature" in kwargs and math.isclose(kwargs["temperature"], 1.0):
+        chain = chain[1:]  # as generate: temperature 1 changes nothing
+    return LogitsProcessorList(chain)
