@@ -126,12 +126,7 @@ class _SlabCache:
     # --- what attention layers call -------------------------------------------------------
     def update(self, key: Any, value: Any, layer_idx: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         if layer_idx == len(self.keys):  # first forward: the slab takes the model's KV shape
-            rows, time = self._want
-            time = min(time, self.limit) if self.limit else time
-            shape = (rows, key.shape[1], time, key.shape[3])
-            self.keys.append(key.new_zeros(shape))
-            self.values.append(value.new_zeros(shape))
-            self.rows_now, self.time_cap = rows, time
+            self._make_layer(key, value)
         ks, vs = self.keys[layer_idx], self.values[layer_idx]
         if self._write[0] == "decode":
             _, lengths, span = self._write
@@ -145,6 +140,14 @@ class _SlabCache:
         vs[row, :, start : start + count] = value[0]
         return ks[row : row + 1, :, : start + count], vs[row : row + 1, :, : start + count]
 
+    def _make_layer(self, key: Any, value: Any) -> None:
+        """One layer's slab, shaped like `key` (..., kv_heads, time, head_dim)."""
+        rows, time = self._want
+        time = min(time, self.limit) if self.limit else time
+        self.keys.append(key.new_zeros((rows, key.shape[-3], time, key.shape[-1])))
+        self.values.append(value.new_zeros((rows, value.shape[-3], time, value.shape[-1])))
+        self.rows_now, self.time_cap = rows, time
+
     def get_seq_length(self, layer_idx: int = 0) -> int:  # asked by some models; positions are ours
         return 0
 
@@ -156,6 +159,9 @@ class _SlabCache:
 
     def copy_in(self, row: int, kv: list[tuple[Any, Any]], length: int) -> None:
         """Put a cached prefix (per layer (key, value), each (kv_heads, >= length, head_dim))."""
+        if not self.keys:  # released since the prefix was cached: make the slab like it
+            for k, v in kv:
+                self._make_layer(k, v)
         for layer, (k, v) in enumerate(kv):
             self.keys[layer][row, :, :length] = k[:, :length]
             self.values[layer][row, :, :length] = v[:, :length]
@@ -320,7 +326,7 @@ class DecodeLoop:
         self.slab.ensure(row + 1, n + 1)
         count = n - start
         self.slab.for_prefill(row, start, count)
-        if kv is not None and self.slab.keys:
+        if kv is not None:
             self.slab.copy_in(row, kv, start)
         ids = torch.tensor([seq.prompt[start:]], device=self.device)
         positions = torch.arange(start, n, device=self.device).unsqueeze(0)

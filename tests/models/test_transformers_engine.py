@@ -1,4 +1,6 @@
-"""The in-process engine on a tiny local model: chat works, concurrent requests share a batch."""
+"""The in-process engine on a tiny local model: chat works, concurrent requests share one
+continuous decode loop, greedy replies equal `model.generate`'s, a shared prompt prefix is
+computed once; the static engine (continuous=False) keeps its micro-batches."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import asyncio
 
 import pytest
 
-from mars_eval.models.base import ConfigError, ContextOverflowError, SamplingParams
+from mars_eval.models.base import ConfigError, ContextOverflowError, SamplingParams, split_thinking
 from mars_eval.models.tiny import build_tiny_model
-from mars_eval.models.transformers_engine import TransformersEngine
+from mars_eval.models.transformers_engine import TransformersEngine, reply_length
+
+ENGINES = {"continuous": {}, "static": {"continuous": False}}
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +32,34 @@ def test_concurrent_requests_are_micro_batched(tiny_model):
 
     responses = asyncio.run(go())
     assert len(responses) == 6
-    assert engine.batches == 1  # six samples, one generate call
+    assert engine.batches == 1  # six samples, one busy period of the decode loop
+    stats = engine.stats()
+    assert stats["engine"] == "continuous" and stats["max_rows"] == 6 and stats["prefills"] == 6
     for r in responses:
         assert 0 < r.completion_tokens <= 8
         assert r.prompt_tokens > 5
         assert "<think>" not in r.content
 
 
-def test_different_sampling_settings_make_separate_batches(tiny_model):
-    engine = TransformersEngine(tiny_model, batch_window_s=0.05)
+def test_static_engine_micro_batches(tiny_model):
+    engine = TransformersEngine(tiny_model, batch_window_s=0.05, continuous=False)
+    params = SamplingParams(max_tokens=8, thinking=False, seed=1)
+
+    async def go():
+        msgs = [[{"role": "user", "content": f"What is {i} + {i}?"}] for i in range(6)]
+        out = await asyncio.gather(*(engine.chat(m, params) for m in msgs))
+        await engine.aclose()
+        return out
+
+    assert len(asyncio.run(go())) == 6
+    assert engine.batches == 1 and engine.stats()["engine"] == "static"  # one generate call
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_different_sampling_settings_share_the_loop_or_batch_apart(tiny_model, kind):
+    """Continuous: rows with other settings decode side by side, each warped with its own;
+    static: one generate call per set of settings."""
+    engine = TransformersEngine(tiny_model, batch_window_s=0.05, **ENGINES[kind])
 
     async def go():
         a = engine.chat([{"role": "user", "content": "hi"}], SamplingParams(max_tokens=4, temperature=0.6))
@@ -46,7 +69,10 @@ def test_different_sampling_settings_make_separate_batches(tiny_model):
         return out
 
     a, b = asyncio.run(go())
-    assert engine.batches == 2
+    if kind == "continuous":
+        assert engine.batches == 1 and engine.stats()["max_rows"] == 2
+    else:
+        assert engine.batches == 2
     assert a.completion_tokens <= 4 and b.completion_tokens <= 4
 
 
@@ -67,9 +93,10 @@ def _prompt_len(engine: TransformersEngine, text: str, params: SamplingParams) -
     return len(engine._tok(rendered, add_special_tokens=False)["input_ids"])
 
 
-def test_a_prompt_longer_than_the_context_is_an_overflow_not_cut(short_model):
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_prompt_longer_than_the_context_is_an_overflow_not_cut(short_model, kind):
     """Before: the prompt was silently cut and the reply was one token. Now: ContextOverflowError."""
-    engine = TransformersEngine(short_model)
+    engine = TransformersEngine(short_model, **ENGINES[kind])
     params = SamplingParams(max_tokens=8, thinking=False, seed=1, temperature=0.0)
 
     async def go():
@@ -83,9 +110,10 @@ def test_a_prompt_longer_than_the_context_is_an_overflow_not_cut(short_model):
     assert info.value.max_model_len == 64 and info.value.prompt_tokens > 64
 
 
-def test_max_tokens_is_lowered_to_what_is_left_per_request(short_model):
+@pytest.mark.parametrize("kind", ENGINES)
+def test_max_tokens_is_lowered_to_what_is_left_per_request(short_model, kind):
     """A prompt that fits gets max_tokens = positions - its length; a short batch mate keeps its own."""
-    engine = TransformersEngine(short_model, batch_window_s=0.05)
+    engine = TransformersEngine(short_model, batch_window_s=0.05, **ENGINES[kind])
     params = SamplingParams(max_tokens=100, thinking=False, seed=1, temperature=0.0)
     long_text, short_text = "one two three " * 12, "hi"
 
@@ -105,11 +133,14 @@ def test_max_tokens_is_lowered_to_what_is_left_per_request(short_model):
     assert long_r.extra["max_tokens_lowered_to"] == 64 - long_len
     assert long_r.completion_tokens <= 64 - long_len
     assert short_r.extra["max_tokens_lowered_to"] == 64 - short_len  # not cut to the long row's room
+    if kind == "continuous":  # a random model rarely stops: both rows fill their context
+        assert long_r.finish_reason == "stop" or long_r.completion_tokens == 64 - long_len
 
 
-def test_a_reply_cut_off_while_thinking_has_no_answer(tiny_model):
+@pytest.mark.parametrize("kind", ENGINES)
+def test_a_reply_cut_off_while_thinking_has_no_answer(tiny_model, kind):
     """Thinking on, the reply stops at max_tokens with no closing tag: all of it is thinking."""
-    engine = TransformersEngine(tiny_model)
+    engine = TransformersEngine(tiny_model, **ENGINES[kind])
     params = SamplingParams(max_tokens=3, thinking=True, seed=1, temperature=0.0)
 
     async def go():
@@ -133,3 +164,167 @@ def test_reply_length_stops_at_an_end_token_only_within_the_rows_own_limit():
     assert reply_length([5, 6, 7, 2, 2], 3, eos) == (3, "length")
     assert reply_length([5, 6, 7], 8, eos) == (3, "length")  # generate ended at the batch's limit
     assert reply_length([2, 2], 4, eos) == (0, "stop")  # an empty reply is a stop, with 0 tokens
+
+
+# --- continuous batching -----------------------------------------------------------------------
+def _raw_greedy(engine: TransformersEngine, messages, params: SamplingParams) -> tuple[str, int, str]:
+    """(content, completion tokens, finish) of `model.generate` alone on one prompt, greedy."""
+    import torch
+
+    tok, lm = engine._tok, engine._lm
+    enc = tok(engine.render(messages, params), add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        out = lm.generate(
+            **enc, max_new_tokens=params.max_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+        )
+    n, finish = reply_length(
+        out[0, enc["input_ids"].shape[1] :].tolist(), params.max_tokens, engine._eos_ids()
+    )
+    text = tok.decode(out[0, enc["input_ids"].shape[1] :][:n], skip_special_tokens=True)
+    return split_thinking(text)[0], n, finish
+
+
+def _chats(n: int, shared: int = 0) -> list[list[dict[str, str]]]:
+    """`n` prompts of different lengths; the last `shared` repeat the first (a debate's round 1)."""
+    words = "Please reason step by step, and put your final answer within \\boxed{}. "
+    chats = [[{"role": "user", "content": f"What is {i} + {3 * i}? " + words * (i % 4)}] for i in range(n)]
+    return chats + [chats[0]] * shared
+
+
+def _run(engine: TransformersEngine, chats, params, *, stagger_s: float = 0.0):
+    async def go():
+        async def one(i, m):
+            await asyncio.sleep(stagger_s * i)  # later calls join a loop already decoding
+            return await engine.chat(m, params)
+
+        try:
+            return await asyncio.gather(*(one(i, m) for i, m in enumerate(chats)))
+        finally:
+            await engine.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("stagger_s", [0.0, 0.02])
+def test_greedy_replies_equal_generate_alone(tiny_model, stagger_s):
+    """Temperature 0: each reply is `model.generate`'s on its prompt alone, whatever its batch
+    mates, their prompt lengths and when they joined; no row takes a step after its reply ended."""
+    engine = TransformersEngine(tiny_model, batch_window_s=0.01)
+    params = SamplingParams(max_tokens=24, thinking=False, temperature=0.0)
+    chats = _chats(6, shared=2)
+    replies = _run(engine, chats, params, stagger_s=stagger_s)
+    for chat, reply in zip(chats, replies, strict=True):
+        assert (reply.content, reply.completion_tokens, reply.finish_reason) == _raw_greedy(
+            engine, chat, params
+        )
+    # each row's first token comes from its prefill, every other one from one decode row-step
+    ends = sum(r.completion_tokens + (r.finish_reason == "stop") for r in replies)
+    assert engine.stats()["row_steps"] == ends - len(replies)
+
+
+def test_a_shared_prompt_prefix_is_computed_once(tiny_model):
+    """Three agents with the identical prompt: the second and third copy the first's KV (all
+    whole blocks but the last token's), and still reply exactly as generate does."""
+    from mars_eval.models.decode_loop import PREFIX_BLOCK
+
+    engine = TransformersEngine(tiny_model, batch_window_s=0.01)
+    params = SamplingParams(max_tokens=12, thinking=False, temperature=0.0)
+    chats = _chats(1, shared=2)
+    replies = _run(engine, chats, params)
+    n = replies[0].prompt_tokens
+    stats = engine.stats()
+    assert stats["prompt_tokens"] == 3 * n
+    assert stats["prefix_hit_tokens"] == 2 * ((n - 1) // PREFIX_BLOCK * PREFIX_BLOCK) > 0
+    assert stats["prefix_hit_rate"] == round(stats["prefix_hit_tokens"] / (3 * n), 4)
+    want = _raw_greedy(engine, chats[0], params)
+    assert all((r.content, r.completion_tokens, r.finish_reason) == want for r in replies)
+
+
+def test_a_short_call_joining_mid_loop_does_not_wait_for_a_long_one(tiny_model):
+    engine = TransformersEngine(tiny_model, batch_window_s=0.0)
+    long_p = SamplingParams(max_tokens=400, thinking=False, temperature=0.0)
+    short_p = SamplingParams(max_tokens=3, thinking=False, temperature=0.0)
+    order: list[str] = []
+
+    async def go():
+        async def call(name, params, delay):
+            await asyncio.sleep(delay)
+            reply = await engine.chat([{"role": "user", "content": name}], params)
+            order.append(name)
+            return reply
+
+        try:
+            return await asyncio.gather(call("long", long_p, 0), call("short", short_p, 0.05))
+        finally:
+            await engine.aclose()
+
+    long_r, short_r = asyncio.run(go())
+    if long_r.finish_reason == "length":  # (a random model that stops early proves nothing)
+        assert order == ["short", "long"] and engine.batches == 1
+    assert short_r.completion_tokens <= 3
+
+
+def test_a_seeded_sampled_reply_does_not_depend_on_its_batch_mates(tiny_model):
+    params = SamplingParams(max_tokens=16, thinking=False, temperature=1.0, top_p=0.9, top_k=50, seed=7)
+    chat = [{"role": "user", "content": "What is 2 + 2?"}]
+    alone = _run(TransformersEngine(tiny_model), [chat], params)[0]
+    mates = [[{"role": "user", "content": f"Question {i}: which option?"}] for i in range(4)]
+    other = SamplingParams(max_tokens=16, thinking=False, temperature=0.7, seed=3)
+    engine = TransformersEngine(tiny_model, batch_window_s=0.05)
+
+    async def go():
+        try:
+            return await asyncio.gather(
+                *(engine.chat(m, other) for m in mates[:2]), engine.chat(chat, params),
+                *(engine.chat(m, other) for m in mates[2:]),
+            )  # fmt: skip
+        finally:
+            await engine.aclose()
+
+    together = asyncio.run(go())[2]
+    assert engine.stats()["max_rows"] == 5
+    assert (together.content, together.completion_tokens) == (alone.content, alone.completion_tokens)
+
+
+def test_the_engine_serves_again_after_aclose_and_on_another_event_loop(tiny_model):
+    engine = TransformersEngine(tiny_model)
+    params = SamplingParams(max_tokens=4, thinking=False, temperature=0.0)
+    first = _run(engine, _chats(2), params)
+    second = _run(engine, _chats(2), params)
+    assert [r.content for r in first] == [r.content for r in second] and engine.batches == 2
+    assert engine.stats()["prefix_hit_tokens"] > 0  # the second run's prompts were cached
+
+
+def test_warpers_follow_generate_keywords_and_refuse_an_unknown_one():
+    from transformers.generation.logits_process import MinPLogitsWarper, TemperatureLogitsWarper
+
+    from mars_eval.models.decode_loop import warpers
+
+    assert warpers({"do_sample": False}) is None
+    chain = warpers({"do_sample": True, "temperature": 0.5, "min_p": 0.1})
+    assert [type(w) for w in chain] == [TemperatureLogitsWarper, MinPLogitsWarper]
+    with pytest.raises(NotImplementedError, match="typical_p"):
+        warpers({"do_sample": True, "typical_p": 0.5})
+
+
+def _smollm2():
+    from mars_eval.models.pull import resolve_model
+
+    try:
+        return resolve_model("smollm2-135m-instruct")
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_greedy_replies_equal_generate_on_smollm2():
+    engine = TransformersEngine(_smollm2(), batch_window_s=0.01)
+    params = SamplingParams(max_tokens=24, thinking=False, temperature=0.0)
+    chats = _chats(4, shared=2)
+    replies = _run(engine, chats, params, stagger_s=0.05)
+    for chat, reply in zip(chats, replies, strict=True):
+        assert (reply.content, reply.completion_tokens, reply.finish_reason) == _raw_greedy(
+            engine, chat, params
+        )
+    assert engine.stats()["prefix_hit_tokens"] > 0
