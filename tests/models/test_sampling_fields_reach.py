@@ -1,6 +1,7 @@
 """Every sampling field, declared once in models.base, arrives where its declaration says: the
 chat-completions body over real HTTP, transformers' `generate` keywords and the in-process
-batching key, vLLM's SamplingParams. Parametrized over `sampling_specs()`, so a field added later
+batching key, the continuous loop's per-row logits warpers, vLLM's SamplingParams. Parametrized
+over `sampling_specs()`, so a field added later
 is checked by these tests without editing them."""
 
 from __future__ import annotations
@@ -121,12 +122,18 @@ def tiny_model(tmp_path_factory) -> str:
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny")))
 
 
-def test_every_hf_field_arrives_in_generate(tiny_model: str) -> None:
-    engine = TransformersEngine(tiny_model, batch_window_s=0.01)
+def _all_hf_fields_changed() -> SamplingParams:
     params = dataclasses.replace(BASE, max_tokens=4, thinking=False)
     for spec in SPECS:
         if spec.hf is not None:
             params = dataclasses.replace(params, **{spec.name: other_value(spec)})
+    return params
+
+
+def test_every_hf_field_arrives_in_generate(tiny_model: str) -> None:
+    """The static engine: every field reaches `generate`."""
+    engine = TransformersEngine(tiny_model, batch_window_s=0.01, continuous=False)
+    params = _all_hf_fields_changed()
     calls: list[dict[str, Any]] = []
 
     async def go() -> None:
@@ -146,6 +153,44 @@ def test_every_hf_field_arrives_in_generate(tiny_model: str) -> None:
     for spec in SPECS:
         if spec.hf is not None:
             assert calls[0][spec.hf] == getattr(params, spec.name), spec.name
+
+
+def test_every_hf_field_arrives_in_the_rows_warpers(tiny_model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The continuous engine: the row's logits warpers (transformers' own, one per `generate`
+    keyword, `decode_loop.warpers`) hold every field's value, and the row is sampled with them."""
+    from mars_eval.models import decode_loop
+
+    engine = TransformersEngine(tiny_model, batch_window_s=0.01)
+    params = _all_hf_fields_changed()
+    admitted: list[Any] = []
+    applied: list[Any] = []
+    real_admit = decode_loop.DecodeLoop.admit
+
+    def spy(self: Any, seq: Any) -> None:
+        admitted.append(seq)
+        real = seq.processors
+
+        def recording(input_ids: Any, scores: Any) -> Any:
+            applied.append(real)
+            return real(input_ids, scores)
+
+        seq.processors = recording
+        real_admit(self, seq)
+
+    monkeypatch.setattr(decode_loop.DecodeLoop, "admit", spy)
+
+    async def go() -> None:
+        await engine.chat([{"role": "user", "content": "hi"}], params)
+        await engine.aclose()
+
+    asyncio.run(go())
+    (seq,) = admitted
+    assert applied and seq.seed == params.seed and seq.key == _group_key(params)
+    chain = applied[0]
+    for spec in SPECS:
+        if spec.hf is not None:
+            held = [getattr(w, spec.hf) for w in chain if hasattr(w, spec.hf)]
+            assert held == [getattr(params, spec.name)], spec.name
 
 
 def test_every_vllm_field_arrives_in_vllm_sampling_params(monkeypatch: pytest.MonkeyPatch) -> None:
