@@ -390,7 +390,16 @@ class DecodeLoop:
                 groups.setdefault(s.key, []).append(i)
         for members in groups.values():  # rows with equal settings warp together
             seqs = [rows[i] for i in members]
-            scores = seqs[0].processors(None, logits[members])
+            chain = seqs[0].processors
+            if getattr(chain, "needs_ids", False):  # each row with its own tokens so far
+                scores = torch.cat(
+                    [
+                        chain(torch.tensor([s.prompt + s.generated], device=self.device), logits[i : i + 1])
+                        for i, s in zip(members, seqs, strict=True)
+                    ]
+                )
+            else:
+                scores = chain(None, logits[members])
             probs = torch.softmax(scores, dim=-1)
             unseeded = [j for j, s in enumerate(seqs) if s.generator is None]
             if unseeded:
@@ -419,12 +428,14 @@ class DecodeLoop:
 
 
 def warpers(kwargs: dict[str, Any]) -> Any:
-    """transformers' logits warpers for `generate`-style sampling keywords (`generate_kwargs`),
-    in `generate`'s order; None when greedy. A keyword with no warper here is an error, so a
-    sampling field declared later with an `hf` keyword cannot be silently dropped."""
+    """transformers' logits processors for `generate`-style sampling keywords (`generate_kwargs`),
+    in `generate`'s order; None when greedy. A keyword with no processor here raises
+    NotImplementedError (the engine then runs that call through `generate`, so a sampling field
+    declared later with an `hf` keyword is never silently dropped)."""
     from transformers import LogitsProcessorList
     from transformers.generation.logits_process import (
         MinPLogitsWarper,
+        RepetitionPenaltyLogitsProcessor,
         TemperatureLogitsWarper,
         TopKLogitsWarper,
         TopPLogitsWarper,
@@ -432,7 +443,8 @@ def warpers(kwargs: dict[str, Any]) -> Any:
 
     if not kwargs.get("do_sample"):
         return None
-    makers = {
+    makers = {  # generate's order: processors (which read the tokens so far), then warpers
+        "repetition_penalty": lambda v: RepetitionPenaltyLogitsProcessor(penalty=v),
         "temperature": TemperatureLogitsWarper,
         "top_k": lambda v: TopKLogitsWarper(top_k=v),
         "top_p": lambda v: TopPLogitsWarper(top_p=v),
@@ -440,8 +452,11 @@ def warpers(kwargs: dict[str, Any]) -> Any:
     }
     unknown = set(kwargs) - set(makers) - {"do_sample"}
     if unknown:
-        raise NotImplementedError(f"no per-row logits warper for {sorted(unknown)}")
-    chain = [makers[k](kwargs[k]) for k in makers if k in kwargs]
-    if "temperature" in kwargs and math.isclose(kwargs["temperature"], 1.0):
-        chain = chain[1:]  # as generate: temperature 1 changes nothing
-    return LogitsProcessorList(chain)
+        raise NotImplementedError(f"no per-row logits processor for {sorted(unknown)}")
+    skip = {"temperature"} if math.isclose(kwargs.get("temperature", 1.0), 1.0) else set()
+    chain = LogitsProcessorList(makers[k](kwargs[k]) for k in makers if k in kwargs and k not in skip)
+    chain.needs_ids = any(k in kwargs for k in NEEDS_IDS)
+    return chain
+
+
+NEEDS_IDS = ("repetition_penalty",)  # processors that read each row's tokens so far

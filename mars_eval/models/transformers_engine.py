@@ -125,6 +125,7 @@ class TransformersEngine:
         # static: generate calls. For tests and stats.
         self.batches = 0
         self.requests = 0
+        self.static_calls = 0  # calls the continuous engine sent through generate instead
 
     # --- loading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -195,7 +196,7 @@ class TransformersEngine:
         prompt = self.render(messages, params)
         pending = _Pending(prompt, params, loop.create_future(), loop, time.perf_counter())
         self.requests += 1
-        if self._decode is not None:
+        if self._decode is not None and self._loop_can_sample(params):
             self._submit(pending)
             return await pending.future
         self._queue.append(pending)
@@ -207,6 +208,18 @@ class TransformersEngine:
         return await pending.future
 
     # --- continuous engine -----------------------------------------------------------------
+    def _loop_can_sample(self, params: SamplingParams) -> bool:
+        """Whether the decode loop has a per-row processor for every keyword of `params`; a call
+        it has not (a field declared later) goes through `generate`, the static engine."""
+        from mars_eval.models.decode_loop import warpers
+
+        try:
+            warpers(generate_kwargs(params))
+        except NotImplementedError:
+            self.static_calls += 1
+            return False
+        return True
+
     def _submit(self, pending: _Pending) -> None:
         with self._cond:
             self._incoming.append(pending)
@@ -302,6 +315,8 @@ class TransformersEngine:
         prompt tokens copied from the cache over all prompt tokens admitted)."""
         out = {"engine": "continuous" if self._decode is not None else "static", "requests": self.requests}
         out["batches"] = self.batches
+        if self.static_calls:
+            out["static_calls"] = self.static_calls
         if self.static_reason and self._lm is not None:
             out["static_reason"] = self.static_reason
         if self._decode is not None:

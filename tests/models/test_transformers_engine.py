@@ -307,6 +307,22 @@ def test_warpers_follow_generate_keywords_and_refuse_an_unknown_one():
         warpers({"do_sample": True, "typical_p": 0.5})
 
 
+@pytest.mark.parametrize("extra", [{"repetition_penalty": 1.3}, {"typical_p": 0.9}])
+def test_a_keyword_the_loop_lacks_goes_through_generate(tiny_model, monkeypatch, extra):
+    """A sampling field declared later (docs/contributing.md's repetition_penalty) is applied
+    per row when the loop has its processor (with the row's tokens so far), else the call runs
+    through `generate`: never silently dropped."""
+    from mars_eval.models import transformers_engine
+
+    real = transformers_engine.generate_kwargs
+    monkeypatch.setattr(transformers_engine, "generate_kwargs", lambda p: {**real(p), **extra})
+    engine = TransformersEngine(tiny_model)
+    params = SamplingParams(max_tokens=6, thinking=False, temperature=0.8, seed=2)
+    (reply,) = _run(engine, _chats(1), params)
+    assert 0 < reply.completion_tokens <= 6
+    assert engine.stats().get("static_calls", 0) == (0 if "repetition_penalty" in extra else 1)
+
+
 def _smollm2():
     from mars_eval.models.pull import resolve_model
 
