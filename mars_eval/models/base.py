@@ -2,7 +2,7 @@
 
 Everything that talks to a model (the `single` system, MAD, AutoGen's adapter, the games'
 LLM agent) goes through `ModelClient.chat`. Implementations: `HTTPClient` (any
-OpenAI-compatible endpoint, several at once), `TransformersEngine` (in-process, micro-batched)
+OpenAI-compatible endpoint, several at once), `TransformersEngine` (in-process, continuously batched)
 and `VLLMEngine` (in-process on a GPU). `CachedClient` wraps any of them with the run store so
 a rerun never sends a completed call again.
 
