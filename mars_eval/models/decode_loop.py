@@ -57,6 +57,9 @@ def supported(lm: Any) -> str | None:
         return "sliding-window attention"
     if getattr(config, "is_encoder_decoder", False):
         return "encoder-decoder model"
+    attn = getattr(config, "_attn_implementation", None) or "sdpa"
+    if attn not in ("sdpa", "eager"):  # the loop's additive 4D mask is what these two take
+        return f"attention implementation {attn!r}"
     params = inspect.signature(lm.forward).parameters
     if "position_ids" not in params or not ({"cache", "past_key_values"} & set(params)):
         return "forward takes no position_ids or cache"

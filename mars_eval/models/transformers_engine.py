@@ -240,24 +240,30 @@ class TransformersEngine:
             while True:
                 with self._cond:
                     if self._closing or (not self._incoming and not loop.live):
+                        # Done, under the lock: a call made from now on starts a new worker,
+                        # which must find the loop empty and the slab released.
+                        closed = ModelAccessError("the engine was closed")
+                        for seq in loop.fail_all():
+                            seq.fail(closed)
+                        for p in self._incoming:
+                            _settle(p, closed)
+                        self._incoming = []
+                        loop.slab.release()  # memory follows what is live; the prefix cache stays
                         self._serving = None
-                        leftover, self._incoming = self._incoming, []
-                        break
+                        return
                     free = loop.max_rows - len(loop.live)
                     taken, self._incoming = self._incoming[:free], self._incoming[free:]
-                try:
-                    for p in taken:
+                for p in taken:
+                    try:
                         self._admit(p)
+                    except Exception as exc:  # noqa: BLE001 - a failed prefill fails its call only
+                        _settle(p, ModelAccessError(f"generation failed: {exc}"))
+                try:
                     loop.step()
                 except Exception as exc:  # a failed step fails its rows, never the engine
                     for seq in loop.fail_all():
                         seq.fail(ModelAccessError(f"generation failed: {exc}"))
                     loop.slab.release()
-        for seq in loop.fail_all():
-            seq.fail(ModelAccessError("the engine was closed"))
-        for p in leftover:
-            _settle(p, ModelAccessError("the engine was closed"))
-        loop.slab.release()  # memory follows what is live; the prefix cache stays
 
     def _admit(self, p: _Pending) -> None:
         """Context check, then the call joins the loop (or is answered at once)."""

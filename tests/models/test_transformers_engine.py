@@ -344,3 +344,24 @@ def test_greedy_replies_equal_generate_on_smollm2():
             engine, chat, params
         )
     assert engine.stats()["prefix_hit_tokens"] > 0
+
+
+def test_a_failed_step_fails_its_calls_and_the_engine_serves_on(tiny_model, monkeypatch):
+    from mars_eval.models.base import ModelAccessError
+    from mars_eval.models.decode_loop import DecodeLoop
+
+    engine = TransformersEngine(tiny_model)
+    params = SamplingParams(max_tokens=4, thinking=False, temperature=0.0)
+    real, failed = DecodeLoop.step, []
+
+    def once(self):
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("boom")
+        return real(self)
+
+    monkeypatch.setattr(DecodeLoop, "step", once)
+    with pytest.raises(ModelAccessError, match="generation failed: boom"):
+        _run(engine, _chats(1), params)
+    (reply,) = _run(engine, _chats(1), params)
+    assert 0 < reply.completion_tokens <= 4
