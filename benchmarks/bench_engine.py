@@ -43,8 +43,12 @@ def prompts(n: int, offset: int = 0) -> list[list[dict[str, str]]]:
 
     problems = load_problems(make_task("arith"))  # 30 problems; more prompts cycle, each made distinct
     picked = [problems[(offset + i) % len(problems)] for i in range(n)]
+    # Every other prompt asks for the number alone: replies of mixed lengths, as a run's are
+    # (a static batch steps until its longest reply ends).
+    asks = ["", "\nReply with the final number only, no words."]
     return [
-        [{"role": "user", "content": f"Problem {offset + i + 1}.\n{p.prompt}"}] for i, p in enumerate(picked)
+        [{"role": "user", "content": f"Problem {offset + i + 1}.\n{p.prompt}{asks[i % 2]}"}]
+        for i, p in enumerate(picked)
     ]
 
 
