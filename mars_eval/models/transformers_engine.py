@@ -120,6 +120,7 @@ class TransformersEngine:
         self._cond = threading.Condition()
         self._incoming: list[_Pending] = []
         self._serving: threading.Thread | None = None
+        self._last_worker: threading.Thread | None = None
         self._closing = False
         # Continuous: busy periods of the decode loop (idle to idle), each one worker thread;
         # static: generate calls. For tests and stats.
@@ -226,6 +227,7 @@ class TransformersEngine:
             if self._serving is None:  # the loop is idle: a new busy period, a new worker
                 self._closing = False
                 self._serving = threading.Thread(target=self._serve, name="mars-eval-decode", daemon=True)
+                self._last_worker = self._serving
                 self.batches += 1
                 self._serving.start()
 
@@ -438,11 +440,11 @@ class TransformersEngine:
         if self._worker is not None:
             self._worker.cancel()
         with self._cond:
-            worker = self._serving
-            if worker is not None:
+            worker = self._serving or self._last_worker
+            if self._serving is not None:
                 self._closing = True
-        if worker is not None:
-            await asyncio.to_thread(worker.join)
+        if worker is not None and worker.is_alive():  # also one that is just returning: a
+            await asyncio.to_thread(worker.join)  # daemon thread alive at exit can abort it
 
 
 def _settle(p: _Pending, result: ChatResponse | BaseException) -> None:
