@@ -43,13 +43,28 @@ def prompts(n: int, offset: int = 0) -> list[list[dict[str, str]]]:
 
     problems = load_problems(make_task("arith"))  # 30 problems; more prompts cycle, each made distinct
     picked = [problems[(offset + i) % len(problems)] for i in range(n)]
-    # Every other prompt asks for the number alone: replies of mixed lengths, as a run's are
-    # (a static batch steps until its longest reply ends).
-    asks = ["", "\nReply with the final number only, no words."]
-    return [
-        [{"role": "user", "content": f"Problem {offset + i + 1}.\n{p.prompt}{asks[i % 2]}"}]
+    # Every other prompt is a short question: replies of mixed lengths, as a run's are (a static
+    # batch steps until its longest reply ends). SmolLM2's greedy replies to these end after
+    # 7-88 tokens; to the arith prompts, after more than 128.
+    texts = [
+        f"Problem {offset + i + 1}.\n{p.prompt}"
+        if i % 2 == 0
+        else f"Question {offset + i + 1}. {SHORT[i // 2 % 8]}"
         for i, p in enumerate(picked)
     ]
+    return [[{"role": "user", "content": t}] for t in texts]
+
+
+SHORT = [
+    "What is the capital of France?",
+    "Name one primary color.",
+    "Is 7 a prime number? Answer yes or no.",
+    "What is 12 + 30? Give only the number.",
+    "Translate 'cat' into French.",
+    "Say hello.",
+    "A bus leaves with 30 passengers. 4 get off. How many are left? Reply with the number only.",
+    "Who wrote Hamlet?",
+]
 
 
 def clocks() -> tuple[float, float]:
