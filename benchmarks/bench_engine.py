@@ -210,12 +210,45 @@ def bench_prefix(folder: str, problems: int, new_tokens: int) -> dict:
     return out
 
 
+def bench_debate(folder: str, problems: int, new_tokens: int, output: str) -> dict:
+    """`mars-eval mas --system debate` (3 agents, 2 rounds) on arith, in-process through the
+    continuous engine: the engine's counters after a real run (run_eval with our client)."""
+    from mars_eval.models.base import SamplingParams
+    from mars_eval.models.transformers_engine import TransformersEngine
+    from mars_eval.run.loop import run as run_loop
+    from mars_eval.run.runner import EvalConfig, run_eval
+
+    engine = TransformersEngine(folder)
+    params = SamplingParams.for_mode(False, max_tokens=new_tokens)
+    cfg = EvalConfig(task="arith", system="debate", model=folder, limit=problems, params=params)
+    cfg.output, cfg.fresh, cfg.engine = output, True, "transformers"
+    cpu = time.process_time()
+    summary = run_loop(run_eval(cfg, client=engine, progress=False))
+    cpu = time.process_time() - cpu
+    stats = engine.stats()
+    keep = (
+        "requests",
+        "prompt_tokens",
+        "prefix_hit_tokens",
+        "prefix_hit_rate",
+        "steps",
+        "row_steps",
+        "max_rows",
+    )
+    out = {"problems": problems, "new_tokens": new_tokens, **{k: stats[k] for k in keep}}
+    out.update(
+        attention_padding=stats["attention_padding"], cpu_s=round(cpu, 1), errors=summary.get("errors")
+    )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--prefix-problems", type=int, default=4)
+    ap.add_argument("--debate-problems", type=int, default=3)
     args = ap.parse_args()
     import torch
     import transformers
@@ -231,7 +264,14 @@ def main() -> None:
         bench_prefix(folder, args.prefix_problems, min(args.new_tokens, 32)) if args.prefix_problems else {}
     )
     print(json.dumps({"prefix": prefix}))
-    print(json.dumps({"batches": rows, "prefix": prefix, "load_after": os.getloadavg()}))
+    debate = {}
+    if args.debate_problems:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as out:
+            debate = bench_debate(folder, args.debate_problems, min(args.new_tokens, 64), out)
+        print(json.dumps({"debate": debate}))
+    print(json.dumps({"batches": rows, "prefix": prefix, "debate": debate, "load_after": os.getloadavg()}))
 
 
 if __name__ == "__main__":
