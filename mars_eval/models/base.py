@@ -64,7 +64,8 @@ class SamplingSpec(Setting):
       chat_template_kwargs); `send`: "always", or "set" (only when it differs from its default);
     - `hf`: the transformers `generate` keyword (None: the engine cannot apply it, documented),
       passed only while sampling when `hf_sampling`, and not at all at an `hf_off` value; the
-      fields with an `hf` keyword are the in-process batching key (one generate takes one set);
+      fields with an `hf` keyword are the in-process batching key (one generate takes one set;
+      the continuous loop applies each row's own, as transformers' logits processors);
     - `vllm`: vLLM's SamplingParams keyword, with `vllm_map` turning our value into vLLM's;
     - `cli`: a flag of `mas` and `suite` (and a keyword of the API) named after the field.
     """

@@ -59,7 +59,8 @@ class _Pending:
     submitted: float = 0.0
 
 
-# The fields `generate` applies (each field's `hf`): one generate call takes one set of them.
+# The fields `generate` applies (each field's `hf`): one generate call takes one set of them
+# (the static engine's batching key); the continuous loop warps the rows of one key together.
 _HF_SPECS = tuple(s for s in sampling_specs() if s.hf is not None)
 
 

@@ -1,8 +1,7 @@
 """Every sampling field, declared once in models.base, arrives where its declaration says: the
 chat-completions body over real HTTP, transformers' `generate` keywords and the in-process
 batching key, the continuous loop's per-row logits warpers, vLLM's SamplingParams. Parametrized
-over `sampling_specs()`, so a field added later
-is checked by these tests without editing them."""
+over `sampling_specs()`, so a field added later is checked by these tests without editing them."""
 
 from __future__ import annotations
 
