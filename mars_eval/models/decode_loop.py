@@ -322,7 +322,8 @@ class DecodeLoop:
         torch = self.torch
         row = len(self.live)
         seq.length = n = len(seq.prompt)
-        if seq.seed is not None and seq.processors is not None:
+        sampled = seq.processors is not None and not getattr(seq.processors, "greedy", False)
+        if seq.seed is not None and sampled:
             seq.generator = torch.Generator(device=self.device).manual_seed(seq.seed)
         hashes = self.prefix.block_hashes(seq.prompt[: n - 1])  # the last token is always run
         kv, start = self.prefix.lookup(seq.prompt, hashes)
@@ -403,6 +404,10 @@ class DecodeLoop:
                 )
             else:
                 scores = chain(None, logits[members])
+            if getattr(chain, "greedy", False):
+                for i, t in zip(members, scores.argmax(dim=-1).tolist(), strict=True):
+                    out[i] = t
+                continue
             probs = torch.softmax(scores, dim=-1)
             unseeded = [j for j, s in enumerate(seqs) if s.generator is None]
             if unseeded:
@@ -432,9 +437,10 @@ class DecodeLoop:
 
 def warpers(kwargs: dict[str, Any]) -> Any:
     """transformers' logits processors for `generate`-style sampling keywords (`generate_kwargs`),
-    in `generate`'s order; None when greedy. A keyword with no processor here raises
-    NotImplementedError (the engine then runs that call through `generate`, so a sampling field
-    declared later with an `hf` keyword is never silently dropped)."""
+    in `generate`'s order; None when greedy with nothing else to apply. A keyword with no
+    processor here raises NotImplementedError (the engine then runs that call through
+    `generate`, so a sampling field declared later with an `hf` keyword is never silently
+    dropped)."""
     from transformers import LogitsProcessorList
     from transformers.generation.logits_process import (
         MinPLogitsWarper,
@@ -444,7 +450,8 @@ def warpers(kwargs: dict[str, Any]) -> Any:
         TopPLogitsWarper,
     )
 
-    if not kwargs.get("do_sample"):
+    greedy = not kwargs.get("do_sample")
+    if greedy and set(kwargs) == {"do_sample"}:
         return None
     makers = {  # generate's order: processors (which read the tokens so far), then warpers
         "repetition_penalty": lambda v: RepetitionPenaltyLogitsProcessor(penalty=v),
@@ -459,6 +466,7 @@ def warpers(kwargs: dict[str, Any]) -> Any:
     skip = {"temperature"} if math.isclose(kwargs.get("temperature", 1.0), 1.0) else set()
     chain = LogitsProcessorList(makers[k](kwargs[k]) for k in makers if k in kwargs and k not in skip)
     chain.needs_ids = any(k in kwargs for k in NEEDS_IDS)
+    chain.greedy = greedy  # a field applied while greedy too (hf_sampling=False): argmax after it
     return chain
 
 

@@ -301,6 +301,8 @@ def test_warpers_follow_generate_keywords_and_refuse_an_unknown_one():
     from mars_eval.models.decode_loop import warpers
 
     assert warpers({"do_sample": False}) is None
+    greedy = warpers({"do_sample": False, "repetition_penalty": 1.2})  # a field applied greedy too
+    assert greedy.greedy and greedy.needs_ids and len(greedy) == 1
     chain = warpers({"do_sample": True, "temperature": 0.5, "min_p": 0.1})
     assert [type(w) for w in chain] == [TemperatureLogitsWarper, MinPLogitsWarper]
     with pytest.raises(NotImplementedError, match="typical_p"):
