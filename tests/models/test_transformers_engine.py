@@ -367,3 +367,14 @@ def test_a_failed_step_fails_its_calls_and_the_engine_serves_on(tiny_model, monk
         _run(engine, _chats(1), params)
     (reply,) = _run(engine, _chats(1), params)
     assert 0 < reply.completion_tokens <= 4
+
+
+def test_calls_beyond_max_batch_wait_for_a_free_row(tiny_model):
+    engine = TransformersEngine(tiny_model, max_batch=2)
+    params = SamplingParams(max_tokens=6, thinking=False, temperature=0.0)
+    chats = _chats(5)
+    replies = _run(engine, chats, params)
+    assert engine.stats()["max_rows"] == 2 and engine.batches == 1
+    for chat, reply in zip(chats, replies, strict=True):
+        got = (reply.content, reply.completion_tokens, reply.finish_reason)
+        assert got == _raw_greedy(engine, chat, params)
