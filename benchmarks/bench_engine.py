@@ -211,34 +211,34 @@ def bench_prefix(folder: str, problems: int, new_tokens: int) -> dict:
 
 
 def bench_debate(folder: str, problems: int, new_tokens: int, output: str) -> dict:
-    """`mars-eval mas --system debate` (3 agents, 2 rounds) on arith, in-process through the
-    continuous engine: the engine's counters after a real run (run_eval with our client)."""
+    """`mars-eval mas --system debate` (3 agents, 2 rounds) on arith, in-process (run_eval with
+    the engine as its client), through the continuous engine and then the static one: CPU and
+    wall seconds of the whole run, and the continuous engine's counters after it. Calls here
+    arrive as the run makes them (a sample's round 2 while another's round 1 decodes)."""
     from mars_eval.models.base import SamplingParams
     from mars_eval.models.transformers_engine import TransformersEngine
     from mars_eval.run.loop import run as run_loop
     from mars_eval.run.runner import EvalConfig, run_eval
 
-    engine = TransformersEngine(folder)
-    params = SamplingParams.for_mode(False, max_tokens=new_tokens)
-    cfg = EvalConfig(task="arith", system="debate", model=folder, limit=problems, params=params)
-    cfg.output, cfg.fresh, cfg.engine = output, True, "transformers"
-    cpu = time.process_time()
-    summary = run_loop(run_eval(cfg, client=engine, progress=False))
-    cpu = time.process_time() - cpu
-    stats = engine.stats()
-    keep = (
-        "requests",
-        "prompt_tokens",
-        "prefix_hit_tokens",
-        "prefix_hit_rate",
-        "steps",
-        "row_steps",
-        "max_rows",
-    )
-    out = {"problems": problems, "new_tokens": new_tokens, **{k: stats[k] for k in keep}}
-    out.update(
-        attention_padding=stats["attention_padding"], cpu_s=round(cpu, 1), errors=summary.get("errors")
-    )
+    out: dict = {"problems": problems, "new_tokens": new_tokens}
+    for name, kwargs in (("continuous", {}), ("static_engine", {"continuous": False})):
+        engine = TransformersEngine(folder, **kwargs)
+        params = SamplingParams.for_mode(False, max_tokens=new_tokens)
+        cfg = EvalConfig(task="arith", system="debate", model=folder, limit=problems, params=params)
+        cfg.output, cfg.fresh, cfg.engine = f"{output}/{name}", True, "transformers"
+        engine._load()  # the model's load is not the engine's work
+        cpu, wall = clocks()
+        summary = run_loop(run_eval(cfg, client=engine, progress=False))
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        stats = engine.stats()
+        out[f"{name}_cpu_s"], out[f"{name}_wall_s"] = round(cpu, 1), round(wall, 1)
+        out[f"{name}_errors"] = summary.get("errors")
+        if name == "continuous":
+            keep = ("requests", "prompt_tokens", "prefix_hit_tokens", "prefix_hit_rate", "steps", "row_steps")
+            out.update({k: stats[k] for k in keep})
+            out.update(max_rows=stats["max_rows"], attention_padding=stats["attention_padding"])
+        else:
+            out["static_generate_calls"] = stats["batches"]
     return out
 
 
