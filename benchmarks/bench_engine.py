@@ -248,7 +248,7 @@ def main() -> None:
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--prefix-problems", type=int, default=4)
-    ap.add_argument("--debate-problems", type=int, default=3)
+    ap.add_argument("--debate-problems", type=int, default=4)
     args = ap.parse_args()
     import torch
     import transformers
