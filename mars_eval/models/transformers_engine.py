@@ -112,6 +112,7 @@ class TransformersEngine:
         self._tok = None
         self._lm = None
         self._load_lock = threading.Lock()  # concurrent first calls must load the model once
+        self._tok_lock = threading.Lock()
         # static engine
         self._queue: list[_Pending] = []
         self._wakeup: asyncio.Event | None = None
@@ -180,6 +181,12 @@ class TransformersEngine:
 
     async def check(self) -> None:
         await asyncio.to_thread(self._load)
+
+    def _encode(self, text: str) -> list[int]:
+        # A fast tokenizer used from two threads at once can fail ("Already borrowed"): the
+        # loop's worker and a call sent through generate may both encode.
+        with self._tok_lock:
+            return self._tok(text, add_special_tokens=False)["input_ids"]
 
     # --- requests ------------------------------------------------------------------------
     def render(self, messages: list[Message], params: SamplingParams) -> str:
@@ -272,7 +279,7 @@ class TransformersEngine:
         """Context check, then the call joins the loop (or is answered at once)."""
         from mars_eval.models.decode_loop import Sequence, warpers
 
-        ids = self._tok(p.prompt, add_special_tokens=False)["input_ids"]
+        ids = self._encode(p.prompt)
         n, limit = len(ids), self.context_limit()
         if limit is not None and n >= limit:
             _settle(
@@ -376,7 +383,7 @@ class TransformersEngine:
         out: list[ChatResponse | ContextOverflowError | None] = [None] * len(batch)
         runnable: list[tuple[int, _Pending, int, int]] = []  # (index, request, prompt length, room)
         for i, p in enumerate(batch):
-            n = len(self._tok(p.prompt, add_special_tokens=False)["input_ids"])
+            n = len(self._encode(p.prompt))
             if limit is None:
                 runnable.append((i, p, n, p.params.max_tokens))
             elif n >= limit:
@@ -403,7 +410,8 @@ class TransformersEngine:
 
         started = time.perf_counter()
         tok, lm = self._tok, self._lm
-        enc = tok([p.prompt for p in batch], return_tensors="pt", padding=True, add_special_tokens=False)
+        with self._tok_lock:
+            enc = tok([p.prompt for p in batch], return_tensors="pt", padding=True, add_special_tokens=False)
         enc = {k: v.to(self._device) for k, v in enc.items()}
         prompt_len = enc["input_ids"].shape[1]
         max_new = max(1, max(rooms))
