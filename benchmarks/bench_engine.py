@@ -210,6 +210,43 @@ def bench_prefix(folder: str, problems: int, new_tokens: int) -> dict:
     return out
 
 
+def bench_staggered(folder: str, calls: int, gap_s: float, new_tokens: int) -> dict:
+    """`calls` calls of mixed reply lengths, one every `gap_s` seconds (calls arriving while
+    others decode), through the continuous engine and the static one: mean and longest latency
+    from each call to its reply, CPU and wall seconds in all."""
+    from mars_eval.models.transformers_engine import TransformersEngine
+
+    params = _greedy(new_tokens)
+    chats = prompts(calls, offset=7)
+    out: dict = {"calls": calls, "gap_s": gap_s, "new_tokens": new_tokens}
+    for name, kwargs in (("continuous", {}), ("static_engine", {"continuous": False})):
+        engine = TransformersEngine(folder, **kwargs)
+        engine._load()
+
+        async def go(engine=engine):
+            async def one(i, chat):
+                await asyncio.sleep(i * gap_s)
+                started = time.perf_counter()
+                reply = await engine.chat(chat, params)
+                return time.perf_counter() - started, reply.completion_tokens
+
+            try:
+                return await asyncio.gather(*(one(i, c) for i, c in enumerate(chats)))
+            finally:
+                await engine.aclose()
+
+        cpu, wall = clocks()
+        results = asyncio.run(go())
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        latencies = [lat for lat, _ in results]
+        out[f"{name}_mean_latency_s"] = round(sum(latencies) / len(latencies), 2)
+        out[f"{name}_max_latency_s"] = round(max(latencies), 2)
+        out[f"{name}_cpu_s"], out[f"{name}_wall_s"] = round(cpu, 1), round(wall, 1)
+        out[f"{name}_tokens"] = sum(n for _, n in results)
+        out[f"{name}_batches"] = engine.batches
+    return out
+
+
 def bench_debate(folder: str, problems: int, new_tokens: int, output: str) -> dict:
     """`mars-eval mas --system debate` (3 agents, 2 rounds) on arith, in-process (run_eval with
     the engine as its client), through the continuous engine and then the static one: CPU and
@@ -249,6 +286,8 @@ def main() -> None:
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--prefix-problems", type=int, default=4)
     ap.add_argument("--debate-problems", type=int, default=4)
+    ap.add_argument("--staggered", type=int, default=12, help="calls arriving one by one (0: skip)")
+    ap.add_argument("--gap", type=float, default=0.5, help="seconds between their arrivals")
     args = ap.parse_args()
     import torch
     import transformers
@@ -264,6 +303,8 @@ def main() -> None:
         bench_prefix(folder, args.prefix_problems, min(args.new_tokens, 32)) if args.prefix_problems else {}
     )
     print(json.dumps({"prefix": prefix}))
+    staggered = bench_staggered(folder, args.staggered, args.gap, args.new_tokens) if args.staggered else {}
+    print(json.dumps({"staggered": staggered}))
     debate = {}
     if args.debate_problems:
         import tempfile
@@ -271,7 +312,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             debate = bench_debate(folder, args.debate_problems, min(args.new_tokens, 64), out)
         print(json.dumps({"debate": debate}))
-    print(json.dumps({"batches": rows, "prefix": prefix, "debate": debate, "load_after": os.getloadavg()}))
+    final = {"batches": rows, "prefix": prefix, "staggered": staggered, "debate": debate}
+    print(json.dumps({**final, "load_after": os.getloadavg()}))
 
 
 if __name__ == "__main__":
