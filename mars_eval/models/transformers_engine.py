@@ -412,7 +412,8 @@ class TransformersEngine:
         tok, lm = self._tok, self._lm
         with self._tok_lock:
             enc = tok([p.prompt for p in batch], return_tensors="pt", padding=True, add_special_tokens=False)
-        enc = {k: v.to(self._device) for k, v in enc.items()}
+        # only these two: a tokenizer may add token_type_ids, which generate refuses (4.56)
+        enc = {k: enc[k].to(self._device) for k in ("input_ids", "attention_mask")}
         prompt_len = enc["input_ids"].shape[1]
         max_new = max(1, max(rooms))
         first = batch[0].params

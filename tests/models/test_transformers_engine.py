@@ -173,6 +173,7 @@ def _raw_greedy(engine: TransformersEngine, messages, params: SamplingParams) ->
 
     tok, lm = engine._tok, engine._lm
     enc = tok(engine.render(messages, params), add_special_tokens=False, return_tensors="pt")
+    enc = {k: enc[k] for k in ("input_ids", "attention_mask")}  # no token_type_ids (4.56)
     with torch.inference_mode():
         out = lm.generate(
             **enc, max_new_tokens=params.max_tokens, do_sample=False, pad_token_id=tok.pad_token_id
