@@ -27,7 +27,8 @@ transformers' own continuous batching (transformers >= 5: `generate_batch`,
 `init_continuous_batching`) runs on the CPU in fp32 and matches greedy `generate`, but one
 manager samples or is greedy for all its requests, has no per-request min_p or seed, and ties
 us to an API still moving between releases; this loop uses only the model's forward (with
-`position_ids`, a 4D mask and a cache object with `update`), which transformers >= 4.56 have.
+`position_ids`, a 4D mask and a cache object with `update`), which transformers >= 4.56 have
+(the engine's tests pass on 4.56.2 and 5.25).
 
 The model's forward is called with a duck-typed cache (`_SlabCache`): attention layers call
 `cache.update(key, value, layer_idx, ...)` and attend over what it returns. Models whose layers
