@@ -95,9 +95,11 @@ class _SlabCache:
         """Rows 0..n-1 each write one token at their own length; attend over [0, span)."""
         self._write = ("decode", lengths, span)
 
-    def for_prefill(self, row: int, start: int, count: int) -> None:
-        """Row `row` writes `count` tokens from `start`; attend over [0, start + count)."""
-        self._write = ("prefill", row, start, count)
+    def for_prefill(self, first: int, starts: list[int], counts: list[int], width: int, span: int) -> None:
+        """Rows first.. write their prompts' uncached parts (row i: counts[i] tokens from
+        starts[i], the last counts[i] of the forward's `width`, left-padded); attend over
+        [0, span)."""
+        self._write = ("prefill", first, starts, counts, width, span)
 
     def ensure(self, rows: int, time: int) -> None:
         """Hold `rows` rows of `time` tokens: each axis grows by doubling (rows up to the most
@@ -139,10 +141,12 @@ class _SlabCache:
             ks[index, :, lengths] = key[:, :, 0]  # row r's new token at time lengths[r]
             vs[index, :, lengths] = value[:, :, 0]
             return ks[:rows, :, :span], vs[:rows, :, :span]
-        _, row, start, count = self._write
-        ks[row, :, start : start + count] = key[0]
-        vs[row, :, start : start + count] = value[0]
-        return ks[row : row + 1, :, : start + count], vs[row : row + 1, :, : start + count]
+        _, first, starts, counts, width, span = self._write
+        for i, (start, count) in enumerate(zip(starts, counts, strict=True)):  # not the padding
+            ks[first + i, :, start : start + count] = key[i, :, width - count :]
+            vs[first + i, :, start : start + count] = value[i, :, width - count :]
+        rows = slice(first, first + len(starts))
+        return ks[rows, :, :span], vs[rows, :, :span]
 
     def _make_layer(self, key: Any, value: Any) -> None:
         """One layer's slab, shaped like `key` (..., kv_heads, time, head_dim)."""
@@ -237,7 +241,7 @@ class PrefixCache:
         self.tokens_held += n
 
 
-@dataclass
+@dataclass(eq=False)  # a row is itself: two calls with one prompt are two rows
 class Sequence:
     """One request in the loop: its prompt ids, room for new tokens, settings and callback."""
 
@@ -318,32 +322,65 @@ class DecodeLoop:
         return mask.masked_fill_(~allowed, self.torch.finfo(dtype).min)
 
     def admit(self, seq: Sequence) -> None:
-        """Prefill `seq` into the next row (prefix from the cache where it can) and sample its
-        first token."""
+        self.admit_many([seq])
+
+    def admit_many(self, seqs: list[Sequence]) -> None:
+        """Prefill `seqs` into the next free rows (each prompt's prefix from the cache where it
+        can) and sample their first tokens.
+
+        Prompts are prefilled together, left-padded to the longest uncached part: one forward
+        reads the weights once for all of them (on a CPU a forward over a few rows costs about
+        what one row does). A prompt that shares most of its uncached part with one already in
+        this forward (a debate's agents, one prompt) waits for the next forward, which finds
+        that part in the prefix cache."""
+        waiting = list(seqs)
+        while waiting:
+            group, later, seen = [], [], set()
+            for seq in waiting:
+                n = len(seq.prompt)
+                hashes = self.prefix.block_hashes(seq.prompt[: n - 1])  # the last token always runs
+                kv, start = self.prefix.lookup(seq.prompt, hashes)
+                shared = max((j + 1 for j, h in enumerate(hashes) if h in seen), default=0) * PREFIX_BLOCK
+                if group and 2 * (shared - start) >= n - start:
+                    later.append(seq)
+                    continue
+                group.append((seq, hashes, kv, start))
+                seen.update(hashes)
+            self._prefill(group)
+            waiting = later
+
+    def _prefill(self, group: list[tuple[Sequence, list[int], Any, int]]) -> None:
         torch = self.torch
-        row = len(self.live)
-        seq.length = n = len(seq.prompt)
-        sampled = seq.processors is not None and not getattr(seq.processors, "greedy", False)
-        if seq.seed is not None and sampled:
-            seq.generator = torch.Generator(device=self.device).manual_seed(seq.seed)
-        hashes = self.prefix.block_hashes(seq.prompt[: n - 1])  # the last token is always run
-        kv, start = self.prefix.lookup(seq.prompt, hashes)
-        self.slab.ensure(row + 1, n + 1)
-        count = n - start
-        self.slab.for_prefill(row, start, count)
-        if kv is not None:
-            self.slab.copy_in(row, kv, start)
-        ids = torch.tensor([seq.prompt[start:]], device=self.device)
-        positions = torch.arange(start, n, device=self.device).unsqueeze(0)
-        query = positions[0].unsqueeze(1)  # (count, 1): absolute positions of the new tokens
-        allowed = torch.arange(n, device=self.device).unsqueeze(0) <= query  # causal
-        logits = self._forward(ids, positions, self._mask(allowed[None, None]))
-        self.stats.prefills += 1
-        self.stats.prompt_tokens += n
-        self.stats.prefix_hit_tokens += start
-        self.prefix.add(seq.prompt, hashes, lambda m: self.slab.copy_out(row, m))
-        self.live.append(seq)
-        self._take([seq], logits)
+        first = len(self.live)
+        k = len(group)
+        counts = [len(seq.prompt) - start for seq, _, _, start in group]
+        width, span = max(counts), max(len(seq.prompt) for seq, _, _, _ in group)
+        self.slab.ensure(first + k, span + 1)
+        ids = torch.zeros((k, width), dtype=torch.long)
+        positions = torch.zeros((k, width), dtype=torch.long)  # padding: position 0, sees key 0
+        for i, (seq, _, kv, start) in enumerate(group):
+            n = len(seq.prompt)
+            seq.length = n
+            sampled = seq.processors is not None and not getattr(seq.processors, "greedy", False)
+            if seq.seed is not None and sampled:
+                seq.generator = torch.Generator(device=self.device).manual_seed(seq.seed)
+            if kv is not None:
+                self.slab.copy_in(first + i, kv, start)
+            ids[i, width - counts[i] :] = torch.tensor(seq.prompt[start:])
+            positions[i, width - counts[i] :] = torch.arange(start, n)
+        ids, positions = ids.to(self.device), positions.to(self.device)
+        starts = [start for _, _, _, start in group]
+        self.slab.for_prefill(first, starts, counts, width, span)
+        allowed = torch.arange(span, device=self.device)[None, None, :] <= positions[:, :, None]  # causal
+        logits = self._forward(ids, positions, self._mask(allowed[:, None]))
+        st = self.stats
+        st.prefills += k
+        st.prompt_tokens += sum(len(seq.prompt) for seq, _, _, _ in group)
+        st.prefix_hit_tokens += sum(starts)
+        for i, (seq, hashes, _, _) in enumerate(group):
+            self.prefix.add(seq.prompt, hashes, lambda m, row=first + i: self.slab.copy_out(row, m))
+            self.live.append(seq)
+        self._take([seq for seq, _, _, _ in group], logits)
 
     def step(self) -> None:
         """One decode forward: each live row's last token at its own position."""

@@ -263,11 +263,21 @@ class TransformersEngine:
                         return
                     free = loop.max_rows - len(loop.live)
                     taken, self._incoming = self._incoming[:free], self._incoming[free:]
+                joining = []
                 for p in taken:
                     try:
-                        self._admit(p)
-                    except Exception as exc:  # noqa: BLE001 - a failed prefill fails its call only
+                        seq = self._sequence(p)
+                    except Exception as exc:  # noqa: BLE001 - a bad call fails alone
                         _settle(p, ModelAccessError(f"generation failed: {exc}"))
+                        continue
+                    if seq is not None:
+                        joining.append(seq)
+                try:
+                    loop.admit_many(joining)
+                except Exception as exc:  # noqa: BLE001 - a failed prefill fails its calls only
+                    for seq in joining:
+                        if seq not in loop.live:
+                            seq.fail(ModelAccessError(f"generation failed: {exc}"))
                 try:
                     loop.step()
                 except Exception as exc:  # a failed step fails its rows, never the engine
@@ -275,8 +285,8 @@ class TransformersEngine:
                         seq.fail(ModelAccessError(f"generation failed: {exc}"))
                     loop.slab.release()
 
-    def _admit(self, p: _Pending) -> None:
-        """Context check, then the call joins the loop (or is answered at once)."""
+    def _sequence(self, p: _Pending):
+        """Context check, then the call's `decode_loop.Sequence` (None: answered at once)."""
         from mars_eval.models.decode_loop import Sequence, warpers
 
         ids = self._encode(p.prompt)
@@ -290,13 +300,13 @@ class TransformersEngine:
                     prompt_tokens=n,
                 ),
             )
-            return
+            return None
         room = p.params.max_tokens if limit is None else min(p.params.max_tokens, limit - n)
 
         def done(tokens: list[int], finish: str) -> None:
             _settle(p, self._response(p, tokens, finish, n, room, time.perf_counter() - p.submitted))
 
-        seq = Sequence(
+        return Sequence(
             prompt=ids,
             room=room,
             key=_group_key(p.params),
@@ -306,7 +316,6 @@ class TransformersEngine:
             cancelled=p.future.done,
             fail=lambda exc: _settle(p, exc),
         )
-        self._decode.admit(seq)
 
     def _response(
         self, p: _Pending, tokens: list[int], finish: str, prompt_tokens: int, room: int, latency: float

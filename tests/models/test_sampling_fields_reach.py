@@ -163,20 +163,21 @@ def test_every_hf_field_arrives_in_the_rows_warpers(tiny_model: str, monkeypatch
     params = _all_hf_fields_changed()
     admitted: list[Any] = []
     applied: list[Any] = []
-    real_admit = decode_loop.DecodeLoop.admit
+    real_admit = decode_loop.DecodeLoop.admit_many
 
-    def spy(self: Any, seq: Any) -> None:
-        admitted.append(seq)
-        real = seq.processors
+    def spy(self: Any, seqs: list[Any]) -> None:
+        for seq in seqs:
+            admitted.append(seq)
+            real = seq.processors
 
-        def recording(input_ids: Any, scores: Any) -> Any:
-            applied.append(real)
-            return real(input_ids, scores)
+            def recording(input_ids: Any, scores: Any, real: Any = real) -> Any:
+                applied.append(real)
+                return real(input_ids, scores)
 
-        seq.processors = recording
-        real_admit(self, seq)
+            seq.processors = recording
+        real_admit(self, seqs)
 
-    monkeypatch.setattr(decode_loop.DecodeLoop, "admit", spy)
+    monkeypatch.setattr(decode_loop.DecodeLoop, "admit_many", spy)
 
     async def go() -> None:
         await engine.chat([{"role": "user", "content": "hi"}], params)
