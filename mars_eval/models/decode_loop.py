@@ -258,6 +258,29 @@ class Sequence:
     generator: Any = None
 
 
+PREFILL_PADDING = 0.25  # most share of a prefill forward's tokens that may be padding
+
+
+def _by_length(group: list[tuple]) -> list[list[tuple]]:
+    """`group` (seq, hashes, kv, start) split into forwards of similar uncached lengths, longest
+    first, so padding stays under PREFILL_PADDING of each forward's tokens: no prompt is padded
+    to a much longer one."""
+
+    def count(item: tuple) -> int:
+        return len(item[0].prompt) - item[3]
+
+    parts: list[list[tuple]] = []
+    for item in sorted(group, key=count, reverse=True):
+        if parts:
+            part = parts[-1]
+            width, tokens = count(part[0]), sum(count(x) for x in part) + count(item)
+            if width * (len(part) + 1) - tokens <= PREFILL_PADDING * width * (len(part) + 1):
+                part.append(item)
+                continue
+        parts.append([item])
+    return parts
+
+
 @dataclass
 class LoopStats:
     """Counters the engine reports (`TransformersEngine.stats`)."""
@@ -266,9 +289,11 @@ class LoopStats:
     row_steps: int = 0  # rows summed over decode steps: each one is a token some reply kept
     attended: int = 0  # (rows x span) summed over decode steps: attention's KV columns
     attended_live: int = 0  # of which a row's own tokens (the rest: masked tails)
-    prefills: int = 0
+    prefills: int = 0  # prompts prefilled
+    prefill_forwards: int = 0  # forwards that prefilled them (joiners go together)
     prompt_tokens: int = 0  # prompt tokens admitted
     prefix_hit_tokens: int = 0  # of which copied from the prefix cache, not computed
+    prefill_padding: int = 0  # padding tokens computed in prefills (joiners of unequal length)
     max_rows: int = 0  # most rows live in one step
 
     def as_dict(self) -> dict[str, Any]:
@@ -346,10 +371,12 @@ class DecodeLoop:
                     continue
                 group.append((seq, hashes, kv, start))
                 seen.update(hashes)
-            self._prefill(group)
+            for part in _by_length(group):
+                self._prefill(part)
             waiting = later
 
     def _prefill(self, group: list[tuple[Sequence, list[int], Any, int]]) -> None:
+        """One forward over `group`'s uncached prompt parts, left-padded to the longest."""
         torch = self.torch
         first = len(self.live)
         k = len(group)
@@ -375,6 +402,8 @@ class DecodeLoop:
         logits = self._forward(ids, positions, self._mask(allowed[:, None]))
         st = self.stats
         st.prefills += k
+        st.prefill_forwards += 1
+        st.prefill_padding += k * width - sum(counts)
         st.prompt_tokens += sum(len(seq.prompt) for seq, _, _, _ in group)
         st.prefix_hit_tokens += sum(starts)
         for i, (seq, hashes, _, _) in enumerate(group):

@@ -35,6 +35,7 @@ def test_concurrent_requests_are_micro_batched(tiny_model):
     assert engine.batches == 1  # six samples, one busy period of the decode loop
     stats = engine.stats()
     assert stats["engine"] == "continuous" and stats["max_rows"] == 6 and stats["prefills"] == 6
+    assert stats["prefill_forwards"] == 1  # prompts of about one length: prefilled together
     for r in responses:
         assert 0 < r.completion_tokens <= 8
         assert r.prompt_tokens > 5
@@ -379,3 +380,21 @@ def test_calls_beyond_max_batch_wait_for_a_free_row(tiny_model):
     for chat, reply in zip(chats, replies, strict=True):
         got = (reply.content, reply.completion_tokens, reply.finish_reason)
         assert got == _raw_greedy(engine, chat, params)
+
+
+def test_joiners_are_prefilled_in_forwards_of_similar_length():
+    from types import SimpleNamespace
+
+    from mars_eval.models.decode_loop import PREFILL_PADDING, _by_length
+
+    items = [
+        (SimpleNamespace(prompt=[0] * n), [], None, start)
+        for n, start in [(40, 0), (100, 0), (96, 16), (9, 0)]
+    ]
+    parts = _by_length(items)
+    assert sorted(len(x[0].prompt) - x[3] for part in parts for x in part) == [9, 40, 80, 100]
+    for part in parts:
+        counts = [len(x[0].prompt) - x[3] for x in part]
+        assert max(counts) * len(counts) - sum(counts) <= PREFILL_PADDING * max(counts) * len(counts)
+    # 100 and 80 together (20 of 200 padding); 40 there would make 80 of 300; 9 beside 40, 31 of 80
+    assert [[len(x[0].prompt) - x[3] for x in part] for part in parts] == [[100, 80], [40], [9]]
