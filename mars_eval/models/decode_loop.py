@@ -5,8 +5,10 @@ its longest row ends (rows that finished early still take a step each time), eve
 left-padded to the longest one, a request that arrives mid-batch waits for the whole batch, and
 the identical round-1 prompt of a debate's agents is computed once per agent. Here:
 
-- Rows join between steps (their prompt is prefilled alone, no padding) and leave the step
-  their reply ends; a decode step computes exactly one new token per live row.
+- Rows join between steps and leave the step their reply ends; a decode step computes exactly
+  one new token per live row. Calls that join at one step are prefilled together, in forwards
+  of similar uncached prompt length (padding at most a quarter of a forward's tokens, and none
+  of it kept): on a CPU one forward over several prompts costs far less than one per prompt.
 - Per-sequence KV cache, kept in one slab per layer, (rows, kv_heads, time, head_dim): live
   row i owns slab row i and its tokens sit at time [0, length_i). A step writes each row's new
   key/value at its own length and attends over [0, max length] with a mask that hides every
