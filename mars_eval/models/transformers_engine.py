@@ -3,11 +3,11 @@
 Concurrent samples call `chat` independently; every call joins one continuous decode loop
 (`decode_loop.DecodeLoop`) that runs in a worker thread, so the event loop keeps running and all
 conversations share each forward pass. A call joins between two decode steps (its prompt is
-prefilled alone, with a shared prompt prefix taken from the prefix cache) and leaves the step its
-reply ends: no row waits for the longest reply, no prompt is padded to the longest, and rows with
-different sampling settings share the loop (each row is warped and sampled with its own, a
-seeded row from its own generator). `stats()` gives the loop's counters, the prefix-cache hit
-rate among them.
+prefilled with the calls joining beside it, a shared prompt prefix taken from the prefix cache)
+and leaves the step its reply ends: no row waits for the longest reply, no prompt is padded to
+the longest, and rows with different sampling settings share the loop (each row is warped and
+sampled with its own, a seeded row from its own generator). `stats()` gives the loop's
+counters, the prefix-cache hit rate among them.
 
 The static engine (`continuous=False`, or a model the loop cannot run, see
 `decode_loop.supported`): a micro-batcher collects the requests that arrive within a short
