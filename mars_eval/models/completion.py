@@ -16,7 +16,7 @@ import re
 
 from mars_eval.models.access import scrub
 from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
-from mars_eval.models.wire import WireRequest, WireResponse
+from mars_eval.models.wire import ReplyTooDeep, WireRequest, WireResponse, loads_reply
 
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 _LENGTH_FINISH = re.compile(rb'"finish_reason"\s*:\s*"length"')
@@ -80,9 +80,11 @@ def decode_completion(body: bytes, content_type: str | None) -> dict:
     are not UTF-8 (broken tokens) are kept as U+FFFD."""
     try:
         try:
-            data = json.loads(body)
+            data = loads_reply(body)
         except UnicodeDecodeError:
-            data = json.loads(body.decode("utf-8", "replace"))
+            data = loads_reply(body.decode("utf-8", "replace"))
+    except ReplyTooDeep as exc:
+        raise MalformedReply(f"malformed reply: the server answered 200 with {exc}") from None
     except ValueError:
         raise MalformedReply(not_json_message(content_type, body)) from None
     problem = completion_problem(data)

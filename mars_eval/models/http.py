@@ -66,6 +66,7 @@ from mars_eval.models.wire import (
     WireRequest,
     WireResponse,
     decode_body,
+    loads_reply,
     too_large,
 )
 
@@ -343,8 +344,8 @@ class EndpointStatusError(Exception):
         body: object = text
         message = f"Error code: {status_code}"
         try:
-            body = json.loads(text)
-        except (ValueError, RecursionError):
+            body = loads_reply(text)
+        except ValueError:
             pass
         else:
             error = body.get("error", body) if isinstance(body, dict) else None
@@ -602,7 +603,7 @@ async def list_models(
                 return None
             if status == 200:
                 try:
-                    cards = json.loads(body).get("data", [])
+                    cards = loads_reply(body).get("data", [])
                     if not all(isinstance(c, dict) and "id" in c for c in cards):
                         raise TypeError("a model card without an id")
                     return cards

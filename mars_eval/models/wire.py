@@ -6,6 +6,10 @@ to and from httpx for the openai SDK (`--http-client openai`, AutoGen's client).
 httpx Request and Response costs a few hundred microseconds a call (URL parsing, header
 models); these cost a few.
 
+A reply's JSON is bounded in depth too (`loads_reply`): nested past `MAX_JSON_DEPTH` (a chat
+completion is some six deep) it is `ReplyTooDeep`, a malformed reply like one that is not
+JSON, never a `RecursionError` later (in the decoder, the openai SDK's models or a re-encode).
+
 Replies are bounded after decoding: a body that inflates (`Content-Encoding: gzip`/`deflate`)
 or arrives past `MAX_REPLY_BYTES` is not kept whole; the attempt fails (`ReplyTooLarge`, a
 failed call, retried and then recorded), never an out-of-memory.
@@ -13,11 +17,13 @@ failed call, retried and then recorded), never an out-of-memory.
 
 from __future__ import annotations
 
+import json
 import zlib
 
 from multidict import CIMultiDict
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # a reply's body after decoding (a 10 MB reply is fine)
+MAX_JSON_DEPTH = 64  # arrays and objects in a reply nested deeper than this: a malformed reply
 ACCEPT_ENCODING = "gzip, deflate"  # the encodings `decode_body` inflates (bounded)
 
 
@@ -31,6 +37,42 @@ class SendTimeout(SendError):
 
 class ReplyTooLarge(SendError):
     """A reply whose body, decoded, is larger than `MAX_REPLY_BYTES`."""
+
+
+class ReplyTooDeep(ValueError):
+    """A reply whose JSON nests arrays and objects deeper than `MAX_JSON_DEPTH`."""
+
+
+def loads_reply(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> object:
+    """`json.loads(body)` for text from a server: `ValueError` when it is not JSON, and
+    `ReplyTooDeep` (a ValueError) when it nests deeper than `limit`, in bounded time and memory
+    (the decoder stops at the interpreter's recursion limit; a body with fewer brackets than
+    `limit` is not walked at all)."""
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        raise ReplyTooDeep(too_deep(limit)) from None
+    if isinstance(data, dict | list):
+        opening = (b"[", b"{") if isinstance(body, bytes) else ("[", "{")
+        if body.count(opening[0]) + body.count(opening[1]) > limit and deeper_than(data, limit):
+            raise ReplyTooDeep(too_deep(limit))
+    return data
+
+
+def deeper_than(data: object, limit: int) -> bool:
+    """Whether `data` nests lists and dicts more than `limit` deep (an iterative walk)."""
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def too_deep(limit: int) -> str:
+    return f"JSON nested more than {limit} deep"
 
 
 class WireRequest:

@@ -1,0 +1,93 @@
+"""Acceptance (issue 38, hostile input): over-deep JSON replies, paths of every kind, SIGTERM,
+bad system files, typos in pulled model names, progress without a terminal.
+
+Each test builds its own hostile input and failed before the fix it names.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import mas_args, run_cli
+from tests.support.datasets import write_aime_set
+
+DEEP = 100_000
+
+
+def one_error_line(res) -> str:
+    """The one `error:` line of a bad-input exit (2), no traceback."""
+    assert res.returncode == 2, res.describe()
+    assert "Traceback" not in res.stderr + res.stdout, res.describe()
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, res.describe()
+    return errors[0]
+
+
+# --- 1. a reply nested 100k deep ---------------------------------------------------------------
+
+
+def deep_bodies() -> dict[str, bytes]:
+    inner = b'{"a":' * DEEP + b"1" + b"}" * DEEP
+    return {
+        "arrays": b"[" * DEEP + b"]" * DEEP,
+        "objects": inner,
+        "inside a completion": b'{"choices":[{"index":0,"message":{"role":"assistant","content":"7"},'
+        + b'"x":'
+        + inner
+        + b"}]}",
+        "70 deep in a completion": b'{"choices":[{"message":{"content":"7"},"x":'
+        + b"[" * 70
+        + b"]" * 70
+        + b"}]}",
+    }
+
+
+@pytest.mark.parametrize("kind", list(deep_bodies()))
+def test_loads_reply_refuses_deep_json_in_bounded_time(kind) -> None:
+    from mars_eval.models.completion import MalformedReply, decode_completion
+    from mars_eval.models.wire import ReplyTooDeep, loads_reply
+
+    body = deep_bodies()[kind]
+    started = time.perf_counter()
+    with pytest.raises(ReplyTooDeep):
+        loads_reply(body)
+    with pytest.raises(MalformedReply, match="nested more than"):
+        decode_completion(body, "application/json")
+    assert time.perf_counter() - started < 5
+    fine = b'{"choices":[{"message":{"content":"{[{[x]}]}' + b"{" * 100 + b'"}}]}'
+    assert decode_completion(fine, "application/json")["choices"][0]["message"]["content"].startswith("{[")
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("kind", ["arrays", "inside a completion"])
+def test_a_reply_nested_100k_deep_is_a_failed_call_exit_3(tmp_path, kind) -> None:
+    """Was exit 1: a RecursionError from json.loads stored as an internal error."""
+    from aiohttp import web
+
+    from tests.support.scripted_server import ScriptedApp, ScriptedServer
+
+    body = deep_bodies()[kind]
+
+    class Deep(ScriptedApp):
+        async def chat(self, request: web.Request) -> web.Response:
+            self.calls = getattr(self, "calls", 0) + 1
+            return web.Response(body=body, content_type="application/json")
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=2)
+    srv = ScriptedServer()
+    srv.app = Deep()
+    with srv:
+        args = mas_args(model="scripted-model", base_urls=[srv.base_url], output=tmp_path / "runs")
+        res = run_cli([*args, "--data-files", str(data.path), "--max-attempts", "2"])
+        calls = srv.app.calls
+    assert res.returncode == 3, res.describe()
+    assert "Traceback" not in res.stderr + res.stdout
+    summary = res.summary
+    assert summary["errors"] == 2 and summary["error_kinds"] == {"model access": 2}
+    assert calls == 4  # each call retried like any other bad reply: 2 attempts x 2 samples
+    rows = [json.loads(x) for x in (Path(summary["run_dir"]) / "samples.jsonl").read_text().splitlines()]
+    assert all("nested more than 64 deep" in r["error"] for r in rows)
