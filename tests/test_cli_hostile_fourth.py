@@ -91,3 +91,50 @@ def test_a_reply_nested_100k_deep_is_a_failed_call_exit_3(tmp_path, kind) -> Non
     assert calls == 4  # each call retried like any other bad reply: 2 attempts x 2 samples
     rows = [json.loads(x) for x in (Path(summary["run_dir"]) / "samples.jsonl").read_text().splitlines()]
     assert all("nested more than 64 deep" in r["error"] for r in rows)
+
+
+# --- 3. SIGTERM --------------------------------------------------------------------------------
+
+
+@pytest.mark.cli
+def test_sigterm_mid_run_is_exit_143_one_line_and_the_rerun_loses_nothing(tmp_path, scripted_server) -> None:
+    """Was status -15: no line, and nothing said what was kept."""
+    import signal
+
+    from tests.support.cli import start_cli
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=8)
+    srv = scripted_server(data.policy, latency=0.4)
+    output = tmp_path / "runs"
+    args = mas_args(model="scripted-model", base_urls=[srv.base_url], output=output, data_files=data.path)
+    args += ["--concurrency", "2"]
+    proc = start_cli(args)
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            found = list(output.glob("*/samples.jsonl"))
+            text = found[0].read_text() if found else ""
+            if text[: text.rfind("\n") + 1].count("\n") >= 2:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines[-1].startswith("terminated (SIGTERM): what finished is kept"), err
+    srv.wait_settled()
+    samples = found[0]
+    kept = [ln for ln in samples.read_text().splitlines() if '"error": null' in ln]
+    assert 2 <= len(kept) < 8
+    ok_before = srv.stats()["ok"]
+    res = run_cli(args)
+    assert res.returncode == 0, res.describe()
+    assert res.summary["errors"] == 0 and res.summary["n"] == 8
+    final = samples.read_text().splitlines()
+    assert all(line in final for line in kept)  # what finished before the signal is unchanged
+    assert srv.stats()["ok"] - ok_before <= 8 - len(kept)  # and was not asked again

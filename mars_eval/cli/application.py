@@ -315,9 +315,13 @@ def _usage_message(exc: UsageError) -> str:
 def main() -> None:
     """Console entry point. Exit codes (mars_eval.cli.exitcodes): 0 all scored, 3 finished with errored
     samples, 2 bad input (ConfigError: one line; click's usage errors), 1 unexpected (a run folder
-    that cannot be written mid-run is one line too)."""
+    that cannot be written mid-run is one line too), 130 Ctrl-C and 143 SIGTERM (what finished is
+    kept)."""
+    from mars_eval.run.failures import Interruptions
     from mars_eval.run.store import StoreError
     from mars_eval.textsafe import plain
+
+    signals = Interruptions().install()  # SIGTERM stops a run as Ctrl-C does (exit 143)
 
     # Library progress bars would bury ours (and the one-line errors) under noise.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
@@ -337,8 +341,9 @@ def main() -> None:
     except StoreError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.UNEXPECTED)
-    if code == INTERRUPTED:  # Ctrl-C (typer turns it into exit 130): finished work is on disk
-        print("interrupted: what finished is kept; run the same command again to resume", file=sys.stderr)
+    if code == INTERRUPTED:  # Ctrl-C or SIGTERM (typer: exit 130): finished work is on disk
+        print(signals.line(), file=sys.stderr)
+        code = signals.exit_code()
     sys.exit(code if isinstance(code, int) else 0)
 
 
