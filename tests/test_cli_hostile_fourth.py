@@ -138,3 +138,69 @@ def test_sigterm_mid_run_is_exit_143_one_line_and_the_rerun_loses_nothing(tmp_pa
     final = samples.read_text().splitlines()
     assert all(line in final for line in kept)  # what finished before the signal is unchanged
     assert srv.stats()["ok"] - ok_before <= 8 - len(kept)  # and was not asked again
+
+
+# --- 4. a system file of the user's that is broken --------------------------------------------
+
+SYSTEM_HEAD = """from __future__ import annotations
+import sys
+from dataclasses import dataclass
+from mars_eval.mas import System, option
+from mars_eval.mas.base import SystemResult
+"""
+
+BROKEN_SYSTEMS = {
+    "an option without default": (
+        "class Bad(System):\n    name = 'bad'\n"
+        "    @dataclass(frozen=True)\n    class Options:\n        rounds: int\n",
+        "option 'rounds' of Bad.Options has no default",
+    ),
+    "an annotation that cannot be resolved": (
+        "class Bad(System):\n    name = 'bad'\n"
+        "    @dataclass(frozen=True)\n    class Options:\n        rounds: Undefined = option(1, 'r')\n",
+        "cannot be resolved",
+    ),
+    "sys.exit at import": ("sys.exit(0)\n", "called sys.exit(0)"),
+    "max_calls that raises": (
+        "class Bad(System):\n    name = 'bad'\n"
+        "    @property\n    def max_calls(self):\n        return 1 // 0\n",
+        "max_calls failed: ZeroDivisionError",
+    ),
+    "max_calls that is no count": (
+        "class Bad(System):\n    name = 'bad'\n    max_calls = 'many'\n",
+        "max_calls must be a whole number",
+    ),
+    "a name with a slash": ("class Bad(System):\n    name = 'a/b'\n", "is not a safe name"),
+    "a name that climbs out": ("class Bad(System):\n    name = '../../escaped'\n", "is not a safe name"),
+    "a name that is dots": ("class Bad(System):\n    name = '..'\n", "is not a safe name"),
+}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("case", list(BROKEN_SYSTEMS))
+def test_a_broken_system_file_is_one_line_exit_2_and_no_folder(tmp_path, case) -> None:
+    """Were: a TypeError or NameError traceback (exit 1), a silent exit 0 (sys.exit at import),
+    a ZeroDivisionError once the run folder existed, and a run folder written outside --output
+    (name '../../escaped')."""
+    body, needle = BROKEN_SYSTEMS[case]
+    work = tmp_path / "work"
+    work.mkdir()
+    path = work / "bad_system.py"
+    path.write_text(SYSTEM_HEAD + body)
+    output = work / "a" / "b" / "runs"
+    args = ["mas", "--system", f"{path}:Bad", "--task", "arith", "--limit", "1", "--model", "m"]
+    res = run_cli([*args, "--base-url", "http://127.0.0.1:9/v1", "--output", str(output)])
+    line = one_error_line(res)
+    assert needle in line, line
+    assert not output.exists() and sorted(p.name for p in tmp_path.rglob("*")) == ["bad_system.py", "work"]
+
+
+def test_a_system_name_that_is_a_path_is_refused_by_register() -> None:
+    from dataclasses import dataclass
+
+    from mars_eval.mas import System, register
+
+    for name in ("a/b", "..", "../x", "x/..", ".hidden", "a\\b", "a b", "x" * 65, "é"):
+        cls = type("Odd", (System,), {"name": name, "Options": dataclass(frozen=True)(type("O", (), {}))})
+        with pytest.raises(TypeError, match="not a safe name"):
+            register(cls)

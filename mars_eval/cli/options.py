@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mars_eval.mas import all_option_specs, system_names
+from mars_eval.models.base import ConfigError
 from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
 if TYPE_CHECKING:
@@ -280,5 +281,17 @@ def check_systems(systems: list[str], opts: Mapping[str, Any], *, served: bool) 
     check_unused(names, given)
     for name in names:
         cls = system_class(name)
-        cls.check(cls.make_options(**options_for(name, given)), served=served)
+        options = cls.make_options(**options_for(name, given))
+        if cls.__module__.startswith("mars_eval."):
+            cls.check(options, served=served)
+            continue
+        from mars_eval.mas.system import checked_max_calls
+
+        try:  # the user's own system: its hooks run now, and their failure is one line
+            cls.check(options, served=served)
+            checked_max_calls(cls(options))
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"system {name!r}: {type(exc).__name__}: {exc}") from None
     return names

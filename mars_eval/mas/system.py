@@ -113,9 +113,19 @@ class NoOptions:
 
 def option_specs(options_type: type) -> tuple[OptionSpec, ...]:
     """The declared options of an Options dataclass, in declaration order."""
-    hints = typing.get_type_hints(options_type)
+    try:
+        hints = typing.get_type_hints(options_type)
+    except Exception as exc:  # a name the annotation uses is not defined (or not importable)
+        raise TypeError(f"an annotation of {options_type.__qualname__} cannot be resolved ({exc})") from None
+    if not dataclasses.is_dataclass(options_type):
+        raise TypeError(f"{options_type.__qualname__} must be a dataclass (@dataclass(frozen=True))")
     specs = []
     for f in dataclasses.fields(options_type):
+        if f.default is dataclasses.MISSING:
+            raise TypeError(
+                f"option {f.name!r} of {options_type.__qualname__} has no default "
+                "(declare it with option(default, help))"
+            )
         kind = _base_type(hints[f.name])
         meta = f.metadata
         specs.append(
@@ -142,6 +152,18 @@ def _base_type(hint: Any) -> type:
     if hint in (int, float, str, bool):
         return hint
     raise TypeError(f"system options are int, float, str or bool (got {hint!r})")
+
+
+def checked_max_calls(system: Any) -> int:
+    """`system.max_calls` once it is a whole number of calls, at least 1 (the progress bar's
+    steps); ConfigError (one line) when it raises or is no such number (a system of the user's)."""
+    try:
+        value = system.max_calls
+    except Exception as exc:
+        raise ConfigError(f"system {system.name!r}: max_calls failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"system {system.name!r}: max_calls must be a whole number >= 1, got {value!r:.40}")
+    return value
 
 
 class System:

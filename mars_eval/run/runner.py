@@ -20,7 +20,7 @@ from rich.console import Console
 
 from mars_eval.mas import system_for
 from mars_eval.mas.base import SampleContext
-from mars_eval.mas.system import System
+from mars_eval.mas.system import System, checked_max_calls
 from mars_eval.models import make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient
 from mars_eval.models.context import overflow_of
@@ -205,6 +205,7 @@ async def run_eval(
     task = cfg.make_task()
     cfg.task = task.name  # an alias ("aime", "gpqa") names the same run folder as the task itself
     system = system_for(cfg.system, cfg)
+    checked_max_calls(system)  # a system of the user's whose max_calls raises: one line, no folder
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     if problems is None:
