@@ -151,6 +151,7 @@ def _eval_config(
     task_options = {k: _text(k, options.pop(k)) for k in CUSTOM_TASK_FIELDS if k in options}
     given = {"system_options": options}
     validate.check_model_and_output(urls, None if served else model, values["output"])
+    validate.check_task_paths(task, data_files)
     [name] = cli_options.check_systems([system], given, served=served or bool(urls))
     make_task(task, **task_options)  # an unknown task, a custom-task field with another: one line
     from mars_eval.run.config import EvalConfig

@@ -105,7 +105,9 @@ def check_path(value: str | os.PathLike[str], flag: str, want: Want = "file") ->
     except FileNotFoundError:
         st = None
     except NotADirectoryError:
-        raise ConfigError(f"{where}: a part of it is a file, not a folder") from None
+        if want not in ("output_dir", "output_file"):
+            raise ConfigError(f"{where}: a part of it is a file, not a folder") from None
+        st = None  # "cannot be created: ... is a file", naming the file in the way
     except PermissionError:
         raise ConfigError(f"{where}: permission denied (a folder on the way cannot be entered)") from None
     except OSError as exc:

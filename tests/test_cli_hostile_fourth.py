@@ -204,3 +204,121 @@ def test_a_system_name_that_is_a_path_is_refused_by_register() -> None:
         cls = type("Odd", (System,), {"name": name, "Options": dataclass(frozen=True)(type("O", (), {}))})
         with pytest.raises(TypeError, match="not a safe name"):
             register(cls)
+
+
+# --- 2. every path a user gives -----------------------------------------------------------------
+
+LONG = "a" * 5000  # one part past NAME_MAX, the whole past PATH_MAX
+LONG_PARTS = "/".join(["abcdefgh"] * 600)  # each part short, the whole past PATH_MAX
+
+
+@pytest.fixture
+def hostile_paths(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x\n")
+    return {
+        "too long": LONG,
+        "parts too long": LONG_PARTS,
+        "fifo": str(fifo),
+        "folder": str(tmp_path / "folder"),
+        "file": str(tmp_path / "file"),
+        "missing": str(tmp_path / "missing"),
+    }
+
+
+def test_check_path_names_each_problem_in_one_short_line(hostile_paths, monkeypatch) -> None:
+    import os
+
+    from mars_eval.models.base import ConfigError
+    from mars_eval.paths import check_path
+
+    p = hostile_paths
+    cases = [
+        ("a\x00b", "file", "holds a NUL byte"),
+        (p["too long"], "file", "too long for a path"),
+        ("x/" + "b" * 300, "output_dir", "a part too long for a file name"),
+        (p["parts too long"], "dir", "too long for a path"),
+        (p["fifo"], "file", "is a FIFO, not a file"),
+        (p["fifo"], "output_file", "is a FIFO, not a file"),
+        (p["folder"], "file", "is a folder, not a file"),
+        (p["file"], "dir", "is a file, not a folder"),
+        (p["file"], "output_dir", "is a file, not a folder"),
+        (p["missing"], "file", "no such file"),
+        (p["missing"], "dir", "no such folder"),
+        (p["file"] + "/x", "file", "a part of it is a file"),
+        (p["file"] + "/x/y", "output_dir", "cannot be created"),
+    ]
+    for value, want, needle in cases:
+        with pytest.raises(ConfigError) as info:
+            check_path(value, "--flag", want)
+        line = str(info.value)
+        assert needle in line and "\n" not in line and len(line) < 250, (value[:20], want, line)
+    assert check_path(p["file"], "--flag", "file").is_file()
+    assert check_path(p["missing"], "--out", "output_file").name == "missing"
+    monkeypatch.setattr(os, "access", lambda *a, **k: False)  # as a user who may not read (root may)
+    with pytest.raises(ConfigError, match="file is not readable"):
+        check_path(p["file"], "--flag", "file")
+    with pytest.raises(ConfigError, match="folder is not readable"):
+        check_path(p["folder"], "--flag", "dir")
+
+
+def test_the_api_refuses_a_task_file_path_with_a_nul_byte(tmp_path) -> None:
+    """Was ValueError: embedded null byte, from inside the task loader."""
+    from mars_eval.api import evaluate
+    from mars_eval.models.base import ConfigError
+
+    for task in ("tasks\x00.yaml", LONG + ".yaml"):
+        with pytest.raises(ConfigError, match="--task"):
+            evaluate("single", task, "m", base_url="http://127.0.0.1:9/v1", output=str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists()
+
+
+MAS = ["mas", "--task", "arith", "--limit", "1", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+SUITE = ["suite", "--task", "arith", "--system", "single", "--limit", "1", "--base-url", "http://127.0.0.1:9/v1"]
+GAMES = ["games", "--agent", "random", "--games", "tic_tac_toe", "--episodes", "1"]
+# command -> (its arguments around PATH, the kinds of path that are wrong for it)
+PATH_COMMANDS = {
+    "mas --task FILE.yaml": (["mas", "--task", "{p}.yaml", "--model", "m", "--base-url", "http://h:1/v1"], "fifo"),
+    "mas --data-files": ([*MAS[:2], "custom", *MAS[3:], "--data-files", "{p}"], "folder"),
+    "mas --output": ([*MAS, "--output", "{p}"], "file"),
+    "mas --system FILE.py": ([*MAS, "--system", "{p}.py:X"], "missing"),
+    "mas --prompts": ([*MAS, "--prompts", "{p}.yaml"], "missing"),
+    "mas --match-run": ([*MAS, "--system", "vote", "--match-run", "{p}"], None),
+    "mas --model": (["mas", "--task", "arith", "--model", "{p}"], "file"),
+    "games --output": ([*GAMES, "--output", "{p}"], "file"),
+    "games --prompts": ([*GAMES, "--prompts", "{p}.yaml"], "missing"),
+    "suite --output": ([*SUITE, "--output", "{p}"], "file"),
+    "suite --task FILE.yaml": (["suite", "--task", "{p}.yaml", "--system", "single", "--base-url", "http://h:1/v1"], None),
+    "compare": (["compare", "{p}", "{p}"], "file"),
+    "report": (["report", "{p}"], "file"),
+    "report --out": (["report", "{folder}", "--out", "{p}"], "fifo"),
+    "export": (["export", "{p}", "--out", "{folder}/x.csv"], "missing"),
+    "export --out": (["export", "{folder}", "--out", "{p}.csv"], None),
+    "curve": (["curve", "{p}"], "file"),
+    "prompts import": (["prompts", "import", "mars", "{p}"], "file"),
+    "prompts show": (["prompts", "show", "{p}.yaml"], "missing"),
+}
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("command", list(PATH_COMMANDS))
+def test_every_command_taking_a_path_says_one_line_exit_2(tmp_path, hostile_paths, command) -> None:
+    """Were tracebacks (OSError: File name too long, exit 1) for every one of these commands."""
+    template, wrong = PATH_COMMANDS[command]
+    kinds = ["too long", "parts too long"] + ([wrong] if wrong else [])
+    for kind in kinds:
+        value = hostile_paths[kind]
+        if kind == "fifo" and "{p}.yaml" in template:  # the FIFO itself, named as a task file
+            import os
+
+            value = str(tmp_path / "task")
+            os.mkfifo(value + ".yaml")
+        args = [a.format(p=value, folder=hostile_paths["folder"]) for a in template]
+        line = one_error_line(run_cli(args, timeout=60))
+        assert len(line) < 300, line
+        if kind != "missing":
+            assert ("too long" in line) if "too long" in kind else (kind.split()[0] in line.lower() or "is a" in line)

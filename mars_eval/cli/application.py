@@ -83,6 +83,7 @@ def mas(
     [system] = opt.check_systems([system], given, served=bool(base_url) or serve)
     from mars_eval.tasks import make_task, task_with_gpqa_order
 
+    validate.check_task_paths(task, data_files)  # a task file, --data-files: one line if no path
     task = task_with_gpqa_order(task, gpqa_order)
     options = opt.task_options(given)
     make_task(task, **(options or {}))  # a custom-task flag with another task: one line, exit 2
@@ -317,6 +318,7 @@ def main() -> None:
     samples, 2 bad input (ConfigError: one line; click's usage errors), 1 unexpected (a run folder
     that cannot be written mid-run is one line too), 130 Ctrl-C and 143 SIGTERM (what finished is
     kept)."""
+    from mars_eval.paths import os_error_line
     from mars_eval.run.failures import Interruptions
     from mars_eval.run.store import StoreError
     from mars_eval.textsafe import plain
@@ -341,6 +343,12 @@ def main() -> None:
     except StoreError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.UNEXPECTED)
+    except (OSError, ValueError) as exc:  # a path past the checks (read from a file): NUL, too long
+        line = os_error_line(exc)
+        if line is None:
+            raise
+        print(f"error: {plain(line)}", file=sys.stderr)
+        sys.exit(exitcodes.BAD_INPUT)
     if code == INTERRUPTED:  # Ctrl-C or SIGTERM (typer: exit 130): finished work is on disk
         print(signals.line(), file=sys.stderr)
         code = signals.exit_code()

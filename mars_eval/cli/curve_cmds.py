@@ -4,13 +4,13 @@ resumed) over its checkpoints. The work is mars_eval.run.curve's; this module de
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from mars_eval.cli import exitcodes
 from mars_eval.models.base import ConfigError
+from mars_eval.paths import check_path
 
 
 def _mas_items(values: list[str] | None) -> list[Any] | None:
@@ -21,7 +21,7 @@ def _mas_items(values: list[str] | None) -> list[Any] | None:
     items: list[Any] = []
     for value in values:
         if value.endswith(".toml"):
-            path = Path(value)
+            path = check_path(value, "--mas", "file")
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except OSError as exc:
@@ -76,9 +76,7 @@ def curve(
     from mars_eval.run.curve import read_settings, run_curve, spec_of
     from mars_eval.textsafe import shown
 
-    root = Path(train_dir)
-    if not root.is_dir():
-        raise ConfigError(f"{train_dir!r} is not a folder")
+    root = check_path(train_dir, "TRAIN_DIR", "dir")
     settings = dict(read_settings(root))
     given = {"curve_games": games, "curve_opponents": opponents, "curve_episodes": episodes}
     settings.update({k: v for k, v in given.items() if v is not None})

@@ -242,12 +242,14 @@ def export(
     ] = False,
 ) -> None:
     """One row per sample (mas) or episode (games), the run's configuration as config.* columns."""
-    from mars_eval.cli import validate
+    from mars_eval.paths import check_path
     from mars_eval.report.export import export as write_export
     from mars_eval.report.export import output_format
 
     output_format(out)
-    validate.check_output_dir(str(Path(out).parent or "."), "--out")
+    for d in dirs:
+        check_path(d, "DIR", "dir")
+    check_path(out, "--out", "output_file")
     skipped: list[str] = []
     rows = write_export(dirs, out, transcripts, skipped)
     _say_skipped(skipped)
@@ -278,15 +280,14 @@ def report(
     ] = None,
 ) -> None:
     """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""
-    from mars_eval.cli import validate
+    from mars_eval.paths import check_path
     from mars_eval.report.build import build_report, report_format
 
     fmt = report_format(out, fmt)
     for d in dirs:
-        if not Path(d).is_dir():
-            raise ConfigError(f"{d!r} is not a folder")
+        check_path(d, "DIR", "dir")
     if out is not None:
-        validate.check_output_dir(str(Path(out).parent or "."), "--out")
+        check_path(out, "--out", "output_file")
     skipped: list[str] = []
     console = Console(stderr=True)
 

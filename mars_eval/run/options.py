@@ -36,6 +36,7 @@ class RunOption(Setting):
     choices_of: Callable[[], tuple[str, ...]] | None = None
     twin: str | None = None
     nullable: bool = False
+    path: str | None = None  # a path: what `paths.check_path` wants of it ("name": a name or a path)
 
     def help_in(self, command: str) -> str:
         text = dict(self.help_for).get(command, self.help)
@@ -56,6 +57,13 @@ class RunOption(Setting):
             choices = self.choices_of()
             if value not in choices:
                 raise ConfigError(f"unknown {self.cli_flag} {value!r}; choose one of: {', '.join(choices)}")
+        if self.path is not None and isinstance(value, str):
+            from mars_eval.paths import check_path, path_problem, shown_path
+
+            if self.path != "name":
+                check_path(value, self.cli_flag, self.path)
+            elif (problem := path_problem(value)) is not None:
+                raise ConfigError(f"{self.cli_flag} {shown_path(value)} {problem}")
         return value
 
 
@@ -121,7 +129,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         flag="--thinking",
         twin="--no-thinking",
     ),  # fmt: skip
-    RunOption("output", str, "results/runs", "Folder that holds run folders"),
+    RunOption("output", str, "results/runs", "Folder that holds run folders", path="output_dir"),
     RunOption(
         "fresh",
         bool,
@@ -157,6 +165,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Prompt pack: a name (see `mars-eval prompts list`) or a YAML file",
         shown="ours",
         nullable=True,
+        path="name",
     ),  # fmt: skip
     RunOption(
         "task_prompt",
@@ -189,6 +198,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "vote without --votes: the finished run folder whose calls per sample set the votes",
         shown="the run of --match-system with this configuration and problems",
         nullable=True,
+        path="name",
     ),  # fmt: skip
 )
 
