@@ -322,3 +322,58 @@ def test_every_command_taking_a_path_says_one_line_exit_2(tmp_path, hostile_path
         assert len(line) < 300, line
         if kind != "missing":
             assert ("too long" in line) if "too long" in kind else (kind.split()[0] in line.lower() or "is a" in line)
+
+
+# --- 6. progress without a terminal -------------------------------------------------------------
+
+
+@pytest.mark.cli
+def test_a_run_under_a_pipe_prints_plain_progress_lines_while_it_runs(tmp_path, scripted_server) -> None:
+    """Was nothing at all on stderr until the run ended (rich draws no animation on a pipe)."""
+    from tests.support.cli import cli_env
+
+    data = write_aime_set(tmp_path / "aime.jsonl", n=4)
+    srv = scripted_server(data.policy, latency=0.8)
+    args = mas_args(model="scripted-model", base_urls=[srv.base_url], output=tmp_path / "runs")
+    started = time.monotonic()
+    res = run_cli(
+        [*args, "--data-files", str(data.path), "--concurrency", "1"],
+        env=cli_env(MARS_EVAL_PROGRESS_SECONDS="0.5"),
+    )
+    took = time.monotonic() - started
+    assert res.returncode == 0, res.describe()
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("samples:")]
+    assert len(lines) >= 4, res.stderr  # about one every 0.5 s of a run over 3 s, the last at the end
+    assert lines[-1].startswith("samples: 100%") and "4/4 samples" in lines[-1], lines
+    assert any(" 0/4 samples" in ln or " 1/4 samples" in ln for ln in lines[:-1]), lines  # while running
+    assert not any(ch in res.stderr for ch in ("\r", "\x1b", "━")), repr(res.stderr[-500:])
+    assert took > 3
+
+
+def test_plain_progress_ticks_while_nothing_finishes(monkeypatch) -> None:
+    import asyncio
+    import io
+
+    from rich.console import Console
+
+    from mars_eval.run.progress import PlainProgress, progress_bar
+
+    monkeypatch.setenv("MARS_EVAL_PROGRESS_SECONDS", "0.1")
+    out = io.StringIO()
+    bar = progress_bar(Console(file=out, width=200), "episodes", True)
+    assert isinstance(bar, PlainProgress)
+
+    async def main() -> None:
+        with bar:
+            task = bar.add_task("episodes", total=10, completed=2, stats="")
+            await asyncio.sleep(0.45)  # a long call: nothing finishes
+            bar.update(task, advance=1, stats="invalid 0  [red]errors 1[/red]")
+
+    asyncio.run(main())
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 4 and lines[0].startswith("episodes: 2/10 (20%)  0s"), lines
+    assert lines[-1] == "episodes: 3/10 (30%)  0s  invalid 0  errors 1", lines
+    monkeypatch.setenv("MARS_EVAL_PROGRESS_SECONDS", "soon")
+    from mars_eval.run.progress import PLAIN_EVERY_S, plain_every
+
+    assert plain_every() == PLAIN_EVERY_S
