@@ -116,7 +116,9 @@ def check_path(value: str | os.PathLike[str], flag: str, want: Want = "file") ->
         if want in ("output_dir", "output_file"):
             _check_creatable(path, where, want)
             return path
-        what = {"dir": "folder", "exists": "file or folder"}.get(want, "file")
+        if want == "dir":
+            raise ConfigError(f"{where} is not a folder: no such file or folder")
+        what = "file or folder" if want == "exists" else "file"
         raise ConfigError(f"{where}: no such {what}")
     mode = st.st_mode
     kind = _kind(mode)

@@ -248,7 +248,7 @@ def test_check_path_names_each_problem_in_one_short_line(hostile_paths, monkeypa
         (p["file"], "dir", "is a file, not a folder"),
         (p["file"], "output_dir", "is a file, not a folder"),
         (p["missing"], "file", "no such file"),
-        (p["missing"], "dir", "no such folder"),
+        (p["missing"], "dir", "is not a folder: no such file or folder"),
         (p["file"] + "/x", "file", "a part of it is a file"),
         (p["file"] + "/x/y", "output_dir", "cannot be created"),
     ]
@@ -278,11 +278,24 @@ def test_the_api_refuses_a_task_file_path_with_a_nul_byte(tmp_path) -> None:
 
 
 MAS = ["mas", "--task", "arith", "--limit", "1", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
-SUITE = ["suite", "--task", "arith", "--system", "single", "--limit", "1", "--base-url", "http://127.0.0.1:9/v1"]
+SUITE = [
+    "suite",
+    "--task",
+    "arith",
+    "--system",
+    "single",
+    "--limit",
+    "1",
+    "--base-url",
+    "http://127.0.0.1:9/v1",
+]
 GAMES = ["games", "--agent", "random", "--games", "tic_tac_toe", "--episodes", "1"]
 # command -> (its arguments around PATH, the kinds of path that are wrong for it)
 PATH_COMMANDS = {
-    "mas --task FILE.yaml": (["mas", "--task", "{p}.yaml", "--model", "m", "--base-url", "http://h:1/v1"], "fifo"),
+    "mas --task FILE.yaml": (
+        ["mas", "--task", "{p}.yaml", "--model", "m", "--base-url", "http://h:1/v1"],
+        "fifo",
+    ),
     "mas --data-files": ([*MAS[:2], "custom", *MAS[3:], "--data-files", "{p}"], "folder"),
     "mas --output": ([*MAS, "--output", "{p}"], "file"),
     "mas --system FILE.py": ([*MAS, "--system", "{p}.py:X"], "missing"),
@@ -292,7 +305,10 @@ PATH_COMMANDS = {
     "games --output": ([*GAMES, "--output", "{p}"], "file"),
     "games --prompts": ([*GAMES, "--prompts", "{p}.yaml"], "missing"),
     "suite --output": ([*SUITE, "--output", "{p}"], "file"),
-    "suite --task FILE.yaml": (["suite", "--task", "{p}.yaml", "--system", "single", "--base-url", "http://h:1/v1"], None),
+    "suite --task FILE.yaml": (
+        ["suite", "--task", "{p}.yaml", "--system", "single", "--base-url", "http://h:1/v1"],
+        None,
+    ),
     "compare": (["compare", "{p}", "{p}"], "file"),
     "report": (["report", "{p}"], "file"),
     "report --out": (["report", "{folder}", "--out", "{p}"], "fifo"),
@@ -321,7 +337,11 @@ def test_every_command_taking_a_path_says_one_line_exit_2(tmp_path, hostile_path
         line = one_error_line(run_cli(args, timeout=60))
         assert len(line) < 300, line
         if kind != "missing":
-            assert ("too long" in line) if "too long" in kind else (kind.split()[0] in line.lower() or "is a" in line)
+            assert (
+                ("too long" in line)
+                if "too long" in kind
+                else (kind.split()[0] in line.lower() or "is a" in line)
+            )
 
 
 # --- 6. progress without a terminal -------------------------------------------------------------
@@ -377,3 +397,56 @@ def test_plain_progress_ticks_while_nothing_finishes(monkeypatch) -> None:
     from mars_eval.run.progress import PLAIN_EVERY_S, plain_every
 
     assert plain_every() == PLAIN_EVERY_S
+
+
+# --- 5. typos in named models, a model that fails to load ---------------------------------------
+
+
+def test_a_typo_of_a_named_model_gets_a_did_you_mean(tmp_path, monkeypatch) -> None:
+    from mars_eval.cli.validate import check_model_folder
+    from mars_eval.models.base import ConfigError
+    from mars_eval.models.pull import pull
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for typo in ("smollm2-135m-instrct", "SmolLM2-135M-Instruct", "smollm2-135m"):
+        with pytest.raises(ConfigError, match="did you mean 'smollm2-135m-instruct'"):
+            pull(typo)
+        with pytest.raises(ConfigError, match="did you mean 'smollm2-135m-instruct'"):
+            check_model_folder(typo)
+    with pytest.raises(ConfigError) as info:
+        pull("llama")
+    assert "did you mean" not in str(info.value) and "smollm2-135m-instruct" in str(info.value)
+
+
+@pytest.mark.cli
+def test_models_pull_with_a_typo_is_one_line_with_a_suggestion(tmp_path) -> None:
+    from tests.support.cli import cli_env
+
+    res = run_cli(["models", "pull", "smollm2-135m-instuct"], env=cli_env(XDG_CACHE_HOME=str(tmp_path)))
+    line = one_error_line(res)
+    assert "did you mean 'smollm2-135m-instruct'?" in line, line
+    res = run_cli(
+        ["mas", "--task", "arith", "--model", "smolm2-135m-instruct", "--output", str(tmp_path / "o")]
+    )
+    assert "did you mean 'smollm2-135m-instruct'?" in one_error_line(res)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.cli
+def test_a_model_that_fails_to_load_leaves_no_output_folder(tmp_path) -> None:
+    """Was: the run folder removed, but the --output folders made for it left behind, empty."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[1]
+    model = tmp_path / "damaged"
+    shutil.copytree(repo / "results" / "tiny", model)
+    (model / "model.safetensors").write_bytes(b"\x00" * 200)
+    output = tmp_path / "new" / "runs"
+    res = run_cli(["mas", "--task", "arith", "--model", str(model), "--limit", "1", "--output", str(output)])
+    assert "cannot load model" in one_error_line(res)
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()  # an --output that existed before stays
+    res = run_cli(
+        ["mas", "--task", "arith", "--model", str(model), "--limit", "1", "--output", str(tmp_path / "kept")]
+    )
+    assert res.returncode == 2 and (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())

@@ -100,7 +100,12 @@ def check_model_folder(model: str | None) -> None:
     if not path.exists():
         if looks_like_path(model):
             raise ConfigError(f"--model {model!r}: no such model folder")
-        from mars_eval.models.hub import check_hub_model
+        from mars_eval.models.hub import check_hub_model, model_cached
+        from mars_eval.models.pull import did_you_mean
+
+        hint = did_you_mean(model) if "/" not in model else ""
+        if hint and not model_cached(model):  # a typo of a named model, not a hub id
+            raise ConfigError(f"--model {model!r} is no named model, local folder or hub id{hint}")
 
         check_hub_model(model)  # a hub id: cached, or the hub reachable (else one line now)
         return

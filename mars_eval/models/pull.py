@@ -15,6 +15,7 @@ renamed into it, so an interrupted pull leaves nothing that looks pulled.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -68,6 +69,18 @@ def model_folder(name: str) -> Path:
 def is_pulled(name: str) -> bool:
     folder = model_folder(name)
     return (folder / PULL_MARKER).is_file() and (folder / "config.json").is_file()
+
+
+def close_name(name: str) -> str | None:
+    """The named model `name` is most likely a typo of, or None (difflib, case ignored)."""
+    found = difflib.get_close_matches(name.strip().lower(), list(MODELS), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(name: str) -> str:
+    """ "; did you mean 'x'?" for a typo of a named model, else ""."""
+    close = close_name(name)
+    return f"; did you mean {close!r}?" if close is not None and close != name else ""
 
 
 def pull_command(name: str) -> str:
@@ -190,11 +203,15 @@ def pull(name: str, *, say=None) -> Path:
     """The pulled folder of `name`, fetching and converting it first when it is not there yet."""
     spec = MODELS.get(name)
     if spec is None:
-        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
+        known = ", ".join(MODELS)
+        raise ConfigError(f"unknown model {name[:80]!r}{did_you_mean(name)} (named models: {known})")
     folder = model_folder(name)
     if is_pulled(name):
         return folder
     say = say or (lambda line: None)
+    from mars_eval.paths import check_path
+
+    check_path(models_dir(), "the models folder ($XDG_CACHE_HOME/mars-eval/models)", "output_dir")
     models_dir().mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=models_dir(), prefix=f".{name}.") as tmp:
         work = Path(tmp)

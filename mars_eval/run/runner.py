@@ -14,6 +14,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -239,6 +240,7 @@ async def run_eval(
             cfg.system_options = {**cfg.system_options, matched: value}
             system = system_for(cfg.system, cfg)
         system.bind(client, model_name)
+        made = _missing_folders(Path(cfg.output))  # what open_run creates: removed again if nothing ran
         store = open_run(cfg, system.name, model_name, engine_kind(client), loaded, say)
         try:
             return await _run(
@@ -258,12 +260,33 @@ async def run_eval(
             store.close()
             if empty:
                 shutil.rmtree(store.dir, ignore_errors=True)
+                _remove_empty(made)
             raise
         finally:
             store.close()
     finally:
         if close_client:
             await client.aclose()
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first."""
+    out = []
+    path = path.expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        out.append(path)
+        path = path.parent
+    return out
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first) while each is empty: an --output this run made for a run
+    that never started leaves nothing behind."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run wrote there meanwhile), or gone
+            return
 
 
 async def _run(
