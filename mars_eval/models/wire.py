@@ -1,6 +1,6 @@
 """The endpoint pool's own request and reply: plain objects, no HTTP library's models.
 
-The pool (`mars_eval.models.http`) balances, retries and rewrites `WireRequest`s; our own client
+The pool (`mars_eval.models.pool`) balances, retries and rewrites `WireRequest`s; our own client
 builds them directly (one HTTP layer: the pool over aiohttp), and the httpx adapter converts
 to and from httpx for the openai SDK (`--http-client openai`, AutoGen's client). Building an
 httpx Request and Response costs a few hundred microseconds a call (URL parsing, header
