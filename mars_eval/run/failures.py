@@ -47,7 +47,10 @@ class Interruptions:
     def install(self) -> Interruptions:
         import signal
 
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main thread (an embedding program's): signals stay theirs
+            pass
         return self
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
