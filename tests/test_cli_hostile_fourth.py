@@ -450,3 +450,14 @@ def test_a_model_that_fails_to_load_leaves_no_output_folder(tmp_path) -> None:
         ["mas", "--task", "arith", "--model", str(model), "--limit", "1", "--output", str(tmp_path / "kept")]
     )
     assert res.returncode == 2 and (tmp_path / "kept").is_dir() and not any((tmp_path / "kept").iterdir())
+
+
+def test_models_pull_into_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypatch) -> None:
+    """Was FileExistsError / NotADirectoryError from mkdir, a traceback."""
+    from mars_eval.models.base import ConfigError
+    from mars_eval.models.pull import pull
+
+    (tmp_path / "cache").write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="models folder .* cannot be created"):
+        pull("smollm2-135m-instruct")
