@@ -69,7 +69,7 @@ def _load_builtins() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             cls = ep.load()
-        except Exception as exc:  # a broken plug-in must not take the built-ins down
+        except (Exception, SystemExit) as exc:  # a broken plug-in must not take the built-ins down
             print(f"warning: system entry point {ep.name!r} did not load: {exc}", file=sys.stderr)
             continue
         if isinstance(cls, type) and issubclass(cls, System):
