@@ -461,3 +461,30 @@ def test_models_pull_into_a_cache_that_is_a_file_is_one_line(tmp_path, monkeypat
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="models folder .* cannot be created"):
         pull("smollm2-135m-instruct")
+
+
+def test_a_system_entry_point_that_exits_or_is_unsafe_is_a_warning(monkeypatch, capsys) -> None:
+    """A plug-in calling sys.exit at import ended every command silently; an unsafe name raised."""
+    import importlib.metadata
+    from dataclasses import dataclass
+
+    from mars_eval.mas import System, registry
+
+    class Unsafe(System):
+        name = "../plugin"
+        Options = dataclass(frozen=True)(type("O", (), {}))
+
+    class EP:
+        def __init__(self, name, load):
+            self.name, self.load = name, load
+
+    def exits():
+        raise SystemExit(3)
+
+    points = [EP("exits", exits), EP("unsafe", lambda: Unsafe)]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: points)
+    monkeypatch.setattr(registry, "_loaded", False)
+    names = registry.system_names()
+    assert "single" in names and "../plugin" not in names
+    err = capsys.readouterr().err
+    assert "entry point 'exits' did not load" in err and "entry point 'unsafe' is not usable" in err
