@@ -24,6 +24,7 @@ from multidict import CIMultiDict
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # a reply's body after decoding (a 10 MB reply is fine)
 MAX_JSON_DEPTH = 64  # arrays and objects in a reply nested deeper than this: a malformed reply
+MAX_JSON_CONTAINERS = 1_000_000  # "[" and "{" in a reply (in strings too): 30k tokens hold far fewer
 ACCEPT_ENCODING = "gzip, deflate"  # the encodings `decode_body` inflates (bounded)
 
 
@@ -40,22 +41,27 @@ class ReplyTooLarge(SendError):
 
 
 class ReplyTooDeep(ValueError):
-    """A reply whose JSON nests arrays and objects deeper than `MAX_JSON_DEPTH`."""
+    """A reply whose JSON nests arrays and objects deeper than `MAX_JSON_DEPTH` (or could hold
+    more than `MAX_JSON_CONTAINERS` of them)."""
 
 
 def loads_reply(body: bytes | str, limit: int = MAX_JSON_DEPTH) -> object:
     """`json.loads(body)` for text from a server: `ValueError` when it is not JSON, and
-    `ReplyTooDeep` (a ValueError) when it nests deeper than `limit`, in bounded time and memory
-    (the decoder stops at the interpreter's recursion limit; a body with fewer brackets than
-    `limit` is not walked at all)."""
+    `ReplyTooDeep` (a ValueError) when it nests deeper than `limit` or could hold more than
+    `MAX_JSON_CONTAINERS` arrays and objects, in bounded time and memory: the bracket count is
+    taken before decoding (`[[],[],...]` in 64 MiB would be 20 million lists, over a GB), the
+    decoder stops at the interpreter's recursion limit, and a body with fewer brackets than
+    `limit` is not walked at all."""
+    opening = (b"[", b"{") if isinstance(body, bytes) else ("[", "{")
+    brackets = body.count(opening[0]) + body.count(opening[1])
+    if brackets > MAX_JSON_CONTAINERS:
+        raise ReplyTooDeep(f"JSON with over {MAX_JSON_CONTAINERS:,} brackets (arrays and objects)")
     try:
         data = json.loads(body)
     except RecursionError:
         raise ReplyTooDeep(too_deep(limit)) from None
-    if isinstance(data, dict | list):
-        opening = (b"[", b"{") if isinstance(body, bytes) else ("[", "{")
-        if body.count(opening[0]) + body.count(opening[1]) > limit and deeper_than(data, limit):
-            raise ReplyTooDeep(too_deep(limit))
+    if isinstance(data, dict | list) and brackets > limit and deeper_than(data, limit):
+        raise ReplyTooDeep(too_deep(limit))
     return data
 
 
