@@ -489,3 +489,31 @@ def test_a_system_entry_point_that_exits_or_is_unsafe_is_a_warning(monkeypatch, 
     assert "single" in names and "../plugin" not in names
     err = capsys.readouterr().err
     assert "entry point 'exits' did not load" in err and "entry point 'unsafe' is not usable" in err
+
+
+def test_mars_train_stops_on_sigterm_as_on_ctrl_c_exit_143(tmp_path, monkeypatch, capsys) -> None:
+    """Was: killed by the signal (status -15), no line and no word on resuming."""
+    import os
+    import signal
+
+    import training.trainer
+    from training.cli import main
+
+    class Trainer:
+        def __init__(self, *args, **kwargs) -> None: ...
+
+        def preflight(self) -> None: ...
+
+        def run(self) -> int:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler interrupts this
+            raise AssertionError("SIGTERM did not stop the run")
+
+    monkeypatch.setattr(training.trainer, "Trainer", Trainer)
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["--preset", "micro", "--output", str(tmp_path / "train")])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert code == 143
+    assert capsys.readouterr().err.strip() == "mars-train: terminated (SIGTERM); rerun with --resume to continue"
