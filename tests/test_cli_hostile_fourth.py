@@ -516,4 +516,5 @@ def test_mars_train_stops_on_sigterm_as_on_ctrl_c_exit_143(tmp_path, monkeypatch
     finally:
         signal.signal(signal.SIGTERM, before)
     assert code == 143
-    assert capsys.readouterr().err.strip() == "mars-train: terminated (SIGTERM); rerun with --resume to continue"
+    line = "mars-train: terminated (SIGTERM); rerun with --resume to continue"
+    assert capsys.readouterr().err.strip() == line
