@@ -195,11 +195,15 @@ def games(
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
     from mars_eval.cli.games_cmds import games_command
+    from mars_eval.run.games_config import check_options
     from mars_eval.run.rundirs import expand_models
 
     models = expand_models(model, served=bool(base_url))
     for one in models or [None]:
         validate.check_model_and_output(base_url, one if agent is None else None, output)
+    shared = dict(episodes=episodes, seed=seed, concurrency=concurrency, max_tokens=max_tokens)
+    shared.update(temperature=temperature, request_timeout=request_timeout, max_attempts=max_attempts)
+    check_options(**shared)  # before any work; games_command's configs check them all again
     code = games_command(
         games=games,
         train=train,
