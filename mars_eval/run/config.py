@@ -27,6 +27,7 @@ from mars_eval.run.identity import (
     siblings,
     stored_differences,
 )
+from mars_eval.run.options import RUN_OPTIONS, later_identity
 from mars_eval.run.store import LOCK_NAME, RunStore, held_lock
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, Task
@@ -115,6 +116,10 @@ class EvalConfig:
             "prompts": self.pack().identity(),
             "task_prompt": self.task_prompt,
             **self.system_identity(name, every_option=every_option),
+            **later_identity(
+                {o.name: getattr(self, o.name) for o in RUN_OPTIONS if o.where == "run"},
+                every_option=every_option,
+            ),
         }
         if self.matched:
             out["matched_to"] = self.matched["run"]

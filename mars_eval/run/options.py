@@ -27,7 +27,9 @@ class RunOption(Setting):
     """A shared run option: a `Setting`, the commands that take it, and where its value goes.
     `help_for`/`shown_for`: (command, text) pairs where one command words it otherwise;
     `choices_of`: choices known only at run time (the registered systems); `twin`: a boolean's
-    negative flag; `nullable`: None is its default (the mode's or the client's own value)."""
+    negative flag; `nullable`: None is its default (the mode's or the client's own value);
+    `identity`: its value decides results, so it is part of the run identity (an option declared
+    after RUN_IDENTITY_BASELINE only when it differs from its default)."""
 
     commands: tuple[str, ...] = ("mas", "suite")
     where: str = "run"
@@ -36,6 +38,7 @@ class RunOption(Setting):
     choices_of: Callable[[], tuple[str, ...]] | None = None
     twin: str | None = None
     nullable: bool = False
+    identity: bool = False  # decides results: part of the run identity (see RUN_IDENTITY_BASELINE)
 
     def help_in(self, command: str) -> str:
         text = dict(self.help_for).get(command, self.help)
@@ -110,7 +113,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         nullable=True,
         help_for=(("suite", "Max calls in flight, whole suite"),),
     ),  # fmt: skip
-    RunOption("seed", int, 0, "Seed from which every call's sampling seed is derived"),
+    RunOption("seed", int, 0, "Seed from which every call's sampling seed is derived", identity=True),
     *_sampling_options(),
     RunOption(
         "thinking",
@@ -157,6 +160,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Prompt pack: a name (see `mars-eval prompts list`) or a YAML file",
         shown="ours",
         nullable=True,
+        identity=True,  # as the pack's name and hash
     ),  # fmt: skip
     RunOption(
         "task_prompt",
@@ -165,6 +169,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Task prompt: ours (the question and our answer format) or bare (the question as the "
         "references send it, GPQA options as '(A) ...' lines)",
         choices_of=_task_prompts,
+        identity=True,
     ),  # fmt: skip
     RunOption(
         "sampling",
@@ -193,6 +198,20 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 )
 
 BY_NAME: dict[str, RunOption] = {o.name: o for o in RUN_OPTIONS}
+
+# The run options every run identity since identity 2 holds, each in its own way (run.config).
+# One declared later with `identity=True` is in a run's identity only when it differs from its
+# default, so adding one whose default keeps today's behaviour orphans no run folder. Frozen.
+RUN_IDENTITY_BASELINE = frozenset(("seed", "prompts", "task_prompt"))
+
+
+def later_identity(values: Mapping[str, Any], *, every_option: bool = False) -> dict[str, Any]:
+    """The identity entries of run options declared after the baseline: those set to something
+    other than their default (`values`: option name -> value; `every_option`: all of them, as
+    config.json records them)."""
+    later = [o for o in RUN_OPTIONS if o.identity and o.name not in RUN_IDENTITY_BASELINE]
+    given = {o.name: values.get(o.name, o.default) for o in later}
+    return {o.name: given[o.name] for o in later if every_option or given[o.name] != o.default}
 
 
 def options_of(command: str) -> tuple[RunOption, ...]:
