@@ -94,7 +94,8 @@ def test_a_backend_declared_here_is_a_choice_is_built_and_names_the_identity(
     runs = tmp_path / "runs"
     result = evaluate("single", "arith", str(checkpoint), engine="toy", limit=2, output=str(runs))
     config = json.loads((result.run_dir / "config.json").read_text(encoding="utf-8"))
-    assert config["engine"] == "toy" and config["model"] == str(checkpoint.resolve()) and config["fingerprint"]
+    assert config["engine"] == "toy" and config["fingerprint"]
+    assert config["model"] == str(checkpoint.resolve())
     assert len(result.samples) == 2 and result.summary["calls_sent"] == 2
 
 
