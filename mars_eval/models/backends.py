@@ -10,9 +10,11 @@ tries it. The built-in ones are declared at the bottom of this module:
 - `vllm`: in-process vLLM (a GPU and the `vllm` extra), what `auto` tries first;
 - `transformers`: in-process transformers, what `auto` falls back to.
 
-A backend added later is one `register_backend(Backend(...))` call in its own module; the run
-options (`--engine`'s choices), `make_client` and the run identity read this table and nothing
-else. Builders import their engine inside, so this module (read by every `mas` run) stays light.
+A backend added later is one more `register_backend(Backend(...))` below (its builder importing
+its engine module when called), or that call from other code before a run (a plugin, a test:
+tests/models/test_backends.py); the run options (`--engine`'s choices), `make_client` and the
+run identity read this table and nothing else. Builders import their engine inside, so this
+module (read by every `mas` run) stays light.
 """
 
 from __future__ import annotations
