@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mars_eval.models.backends import AUTO, engine_choices
 from mars_eval.models.base import HTTP_CLIENTS, SAMPLING_PRESETS, ConfigError, SamplingParams, sampling_specs
 from mars_eval.models.settings import Setting
 
@@ -74,7 +75,6 @@ def _task_prompts() -> tuple[str, ...]:
     return tuple(TASK_PROMPTS)
 
 
-_ENGINES = ("auto", "transformers", "vllm")
 _CONCURRENCY_SHOWN = "512 over HTTP, batches of 64 in-process"
 
 
@@ -145,7 +145,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "max_attempts", int, None, "Attempts per call before it is an error", shown="6", low=1, nullable=True
     ),
-    RunOption("engine", str, "auto", "In-process engine: " + ", ".join(_ENGINES), choices=_ENGINES),
+    RunOption(
+        "engine",
+        str,
+        AUTO,
+        "In-process engine: " + ", ".join(engine_choices()),
+        choices_of=engine_choices,
+    ),  # fmt: skip
     RunOption(
         "http_client",
         str,
