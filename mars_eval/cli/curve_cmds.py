@@ -75,7 +75,7 @@ def curve(
     from rich.console import Console
 
     from mars_eval.run.curve import read_settings, run_curve, spec_of
-    from mars_eval.run.options import checked_values
+    from mars_eval.run.options import BY_NAME
     from mars_eval.textsafe import shown
 
     root = Path(train_dir)
@@ -91,7 +91,7 @@ def curve(
     items = _mas_items(mas)
     if items is not None:
         settings["mas_eval"] = items
-    checked_values(engine=engine)  # a backend of models.backends
+    BY_NAME["engine"].check(engine)  # a backend of models.backends
     console = Console(stderr=True)
     done, errored = run_curve(
         root,
