@@ -42,7 +42,7 @@ from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
 from training.batch import Turn, by_trajectory
-from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs
+from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs, stop_strings
 from training.engines import GenSettings
 from training.live import LiveView, one_line
 from training.optim import make_optimizer
@@ -134,7 +134,7 @@ class Trainer:
         self.metrics = MetricsLog(self.out / "metrics.jsonl", tracker, enabled=self.rank == 0)
         self.metrics.trim(self.start_step)
         self.worker = self._rollout_worker(
-            GenSettings(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens)
+            GenSettings(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, stop_strings(cfg))
         )
         self.eval_worker = self._rollout_worker(self._eval_settings())
 
@@ -201,7 +201,7 @@ class Trainer:
         (top_p/top_k) at the checkpoint's temperature and max_tokens (resume.checkpoint_meta)."""
         cfg = self.cfg
         p = SamplingParams.for_mode(cfg.enable_thinking, temperature=cfg.eval_temperature)
-        return GenSettings(cfg.eval_temperature, p.top_p, p.top_k, cfg.eval_max_tokens)
+        return GenSettings(cfg.eval_temperature, p.top_p, p.top_k, cfg.eval_max_tokens, stop_strings(cfg))
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> int:
