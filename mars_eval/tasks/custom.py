@@ -21,7 +21,8 @@ Answer types, each the same prompt, extraction and scoring as a built-in task:
   be the letter or the correct option's text; options are a list, a JSON list, or text with one
   option per line; shown in the file's order (no shuffle);
 - exact: the final answer within `\\boxed{}` (or after "the answer is"), compared with the gold
-  as text, ignoring case, surrounding spaces and a final period.
+  as text, ignoring case, surrounding spaces, a final period and surrounding quotes ("Madrid"
+  or 'Madrid' is Madrid).
 """
 
 from __future__ import annotations
@@ -102,8 +103,23 @@ def _cell_text(value: Any, column: str, what: str, place: str) -> str:
     return text
 
 
+# Quote pairs that may surround an exact answer ("Madrid", 'Madrid', “Madrid”, `Madrid`).
+_QUOTES = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"))
+
+
 def _exact_key(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().rstrip(".").strip()).casefold()
+    """An exact answer as compared: surrounding spaces, a final period and surrounding quotes
+    (a matching pair, any number of times, in any order) dropped, spaces collapsed, case folded."""
+    key = text.strip()
+    while True:
+        before = key
+        key = key.rstrip(".").strip()
+        for left, right in _QUOTES:
+            if len(key) >= 2 and key.startswith(left) and key.endswith(right):
+                key = key[1:-1].strip()
+        if key == before:
+            break
+    return re.sub(r"\s+", " ", key).casefold()
 
 
 class CustomTask:

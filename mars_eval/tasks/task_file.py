@@ -13,8 +13,9 @@ row's columns (`tasks.custom`). A run of a task file is the run of the same flag
 the same identity (the data hash, the answer type), hence the same run folder, so either form
 resumes the other's runs. `--data-files` fills in a file without `data_files`.
 
-A task file is small and flat: at most 64 KiB, one mapping of text values, no anchors or aliases
-(no expansion bombs); anything else is refused in one line (exit 2) before any work.
+A task file is small and flat: at most 64 KiB, one mapping of text values, each key once, no
+anchors or aliases (no expansion bombs); anything else (a repeated key too, named with its line)
+is refused in one line (exit 2) before any work.
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ class _BoundedLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """The mapping, refusing a key given twice (else the last one would silently win)."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    repeated = key in seen
+                except TypeError:  # an unhashable key: refused as such by the constructor
+                    continue
+                if repeated:
+                    raise _Refused(f"key {str(key)!r} is repeated on line {line} (first on line {seen[key]})")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass(frozen=True)

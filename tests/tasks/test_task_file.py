@@ -136,6 +136,11 @@ BAD_FILES = {
     "both.yaml": ("data_files: rows.jsonl\nquestion_field: q\nquestion_template: '{q}'\n", "not both"),
     "dotted.yaml": ("data_files: rows.jsonl\nquestion_template: '{q.__class__}'\n", "not a column name"),
     "nocolumn.yaml": ("data_files: rows.jsonl\nquestion_template: 'no placeholder'\n", "names no column"),
+    "repeated.yaml": (
+        "data_files: rows.jsonl\nanswer_field: gold\nquestion_field: q\nanswer_field: other\n",
+        "key 'answer_field' is repeated on line 4 (first on line 2)",
+    ),
+    "flowrepeat.yaml": ("{data_files: a.jsonl, data_files: b.jsonl}\n", "key 'data_files' is repeated"),
 }
 
 
@@ -155,7 +160,7 @@ def test_bad_task_files_are_refused_in_one_line(tmp_path):
 def test_bad_task_files_exit_2_through_the_cli(tmp_path):
     _data(tmp_path)
     spec = _task_file(tmp_path, CAPITALS)
-    for name in ("missing.yaml", "bomb.yaml", "typo.yaml"):
+    for name in ("missing.yaml", "bomb.yaml", "typo.yaml", "repeated.yaml"):
         text, _ = BAD_FILES[name]
         if text is not None:
             (tmp_path / name).write_text(text)
@@ -167,6 +172,7 @@ def test_bad_task_files_exit_2_through_the_cli(tmp_path):
         ([str(tmp_path / "missing.yaml")], "no such file"),
         ([str(tmp_path / "bomb.yaml")], "anchors and aliases"),
         ([str(tmp_path / "typo.yaml")], "did you mean 'answer_field'"),
+        ([str(tmp_path / "repeated.yaml")], "key 'answer_field' is repeated on line 4"),
         ([str(late)], "no column 'nope'"),  # found when the data is read
         ([str(nodata)], "names no data_files"),
         ([str(spec), "--answer-type", "math"], "--answer-type: "),
