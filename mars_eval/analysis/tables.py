@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mars_eval.analysis import reference_figures as ref
@@ -77,13 +78,15 @@ def _weight(run: RunDir) -> tuple[int, float]:
 def pick_runs(runs: list[RunDir]) -> tuple[dict[tuple[str, str, str], RunDir], list[RunDir]]:
     """One run per (model, system, task) cell, and the runs left out. When a folder holds several
     runs of one cell (other settings: seed, sampling, data), the one with the most scored samples
-    is shown, the newest on a tie; `report` names every run it leaves out."""
+    is shown, the newest on a tie; `report` names every run it leaves out. The task of a key is
+    its column (`task_columns`): two datasets of a custom task are never one cell."""
     chosen: dict[tuple[str, str, str], RunDir] = {}
     left: list[RunDir] = []
+    columns = task_columns(runs)
     for run in runs:
         if run.kind != "mas":
             continue
-        key = (run.model, run.system, run.task)
+        key = (run.model, run.system, columns[run.path])
         if key not in chosen:
             chosen[key] = run
         elif _weight(run) >= _weight(chosen[key]):
@@ -92,6 +95,30 @@ def pick_runs(runs: list[RunDir]) -> tuple[dict[tuple[str, str, str], RunDir], l
         else:
             left.append(run)
     return chosen, sorted(left, key=lambda r: str(r.path))
+
+
+def task_columns(runs: list[RunDir]) -> dict[Path, str]:
+    """The column (the cells' task) of each mas run: its task's name, except for a custom task
+    (`--task custom` or a task file: the user's own data) whose runs hold several datasets, where
+    each dataset is a column of its own, "NAME · data HASH" (the identity's data hash, which
+    covers the problems, prompts and golds). A built-in task's runs share one column."""
+    datasets: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        if run.kind == "mas" and run.custom:
+            datasets[run.task].add(_dataset(run))
+    return {
+        run.path: f"{run.task} · data {_dataset(run)[:8]}"
+        if run.custom and len(datasets[run.task]) > 1
+        else run.task
+        for run in runs
+        if run.kind == "mas"
+    }
+
+
+def _dataset(run: RunDir) -> str:
+    """What tells a custom run's data apart: the identity's data hash (a folder made before it
+    recorded one: its data path)."""
+    return str(run.config.get("data") or run.config.get("data_files") or "?")
 
 
 def mas_cells(runs: list[RunDir]) -> list[MasCell]:

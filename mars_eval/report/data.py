@@ -179,9 +179,7 @@ def debater_answers(rec: dict[str, Any], system: str, task: Task) -> list[list[s
 
 def debate_dynamics(cell: MasCell) -> Dynamics:
     """Per-round accuracy, changes of mind and agreement of the debaters of a mad/debate run."""
-    from mars_eval.tasks import make_task
-
-    task = make_task(cell.task)
+    task = cell.run.make_task()  # a custom task's own answer type
     cache: dict[tuple[str, str], bool | None] = {}
     unscored = 0  # answers the scorer failed on: left out, as a scorer error is no wrong answer
 
@@ -298,11 +296,10 @@ def data_quality(cell: MasCell) -> Quality:
     """Errors (not scored, rerun) and the scored failures of `outcomes` (truncation, context
     overflow, no answer, the spread of answered and gold letters for multiple choice)."""
     from mars_eval.run.outcomes import outcome_summary
-    from mars_eval.tasks import make_task
 
     records = cell.run.light
     kinds = Counter(str(r["error"]).split(":", 1)[0] for r in records if r.get("error"))
-    choices = getattr(make_task(cell.task), "choices", None)
+    choices = getattr(cell.run.make_task(), "choices", None)
     pack = cell.run.config.get("prompts") or {}
     prompts = f"{pack.get('name', '')} {pack.get('hash', '')}".strip() if isinstance(pack, dict) else ""
     outcomes = outcome_summary(records, choices, system_counts(cell.system))

@@ -66,10 +66,15 @@ class EvalConfig:
     matched: dict[str, Any] | None = None  # the run this one was matched to (run.matching)
 
     def __post_init__(self) -> None:
-        # A task file (FILE.yaml) is the --task custom flags it stands for: the same run folder.
+        # A task file (FILE.yaml) is a custom task under its name (task_options["name"]).
         self.task, self.data_files, self.task_options = as_custom(
             self.task, self.data_files, self.task_options
         )
+
+    @property
+    def custom(self) -> bool:
+        """A custom task: the flags' (`custom`) or a task file's (its own name)."""
+        return self.task == "custom" or bool((self.task_options or {}).get("name"))
 
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)
@@ -123,8 +128,9 @@ class EvalConfig:
 
     def _task_identity(self) -> dict[str, Any]:
         """The custom task's scoring (its fields are in the data hash, through the prompts and
-        golds); nothing for the built-in tasks, whose scoring the task name fixes."""
-        if self.task != "custom":
+        golds); nothing for the built-in tasks, whose scoring the task name fixes. A task file's
+        name is the identity's `task`."""
+        if not self.custom:
             return {}
         return {"answer_type": (self.task_options or {}).get("answer_type") or "math"}
 
@@ -206,6 +212,8 @@ def open_run(
         if not path.exists():
             _resume_before_baseline(cfg, system, model_name, engine, problems, path, say)
         if not path.exists():
+            _resume_before_names(cfg, system, model_name, engine, problems, path, say)
+        if not path.exists():
             for other in siblings(output, path.name):
                 stored = read_config(other)
                 if stored.get("command") == config["command"] and stored.get("data") != identity["data"]:
@@ -246,3 +254,28 @@ def _resume_before_baseline(
     with held_lock(older / LOCK_NAME, f"run folder {older}"):
         older.rename(path)
     say(f"resuming {older.name} (named by an earlier version) as {path.name}")
+
+
+def _resume_before_names(
+    cfg: EvalConfig,
+    system: str,
+    model_name: str,
+    engine: str,
+    problems: list[Problem],
+    path: Path,
+    say: Callable[[str], None],
+) -> None:
+    """A task file's run made before task files had names: the same settings and data ran as the
+    task `custom` (so the same command, or the same `--task custom` flags, made it). Renamed to
+    the named folder (said); the flags then start a run of their own."""
+    options = dict(cfg.task_options or {})
+    if not options.pop("name", None):
+        return
+    unnamed = dataclasses.replace(cfg, task="custom", task_options=options or None)
+    identity = unnamed.identity(model_identity(model_name, engine), data_hash(problems), system)
+    older = path.parent / run_name("custom", system, model_name, identity)
+    if not older.is_dir() or read_config(older).get("command") != command_hash(identity):
+        return
+    with held_lock(older / LOCK_NAME, f"run folder {older}"):
+        older.rename(path)
+    say(f"resuming {older.name} (made before task files had names) as {path.name}")

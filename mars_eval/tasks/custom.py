@@ -45,7 +45,22 @@ from mars_eval.tasks.registry import ANSWER_TYPES, register_task
 
 ALL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
-OPTIONS = (*FIELDS, "question_template")  # what make_task("custom", ...) takes
+OPTIONS = (*FIELDS, "question_template", "name")  # what make_task("custom", ...) takes
+NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,47}")
+NAME_RULE = "1 to 48 lower-case letters, digits, '-' or '_', starting with a letter"
+
+
+def check_task_name(name: str) -> str:
+    """A custom task's name (a task file's `name`): what its run folders, identity, report
+    columns and suite cells are called. ConfigError (one line) for a name that is not
+    identifier-like, or that a built-in task or alias already has."""
+    from mars_eval.tasks.registry import canonical, task_names
+
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ConfigError(f"name {name!r} is not a task name ({NAME_RULE})")
+    if name in task_names() or canonical(name) != name:
+        raise ConfigError(f"name {name!r} is a built-in task's name or alias; choose another")
+    return name
 
 
 def template_columns(template: str) -> list[str]:
@@ -123,7 +138,8 @@ def _exact_key(text: str) -> str:
 
 
 class CustomTask:
-    """A task over a user's file (see the module docstring)."""
+    """A task over a user's file (see the module docstring); `name` is "custom" for the flags,
+    a task file's own name for a task file."""
 
     name = "custom"
 
@@ -138,7 +154,10 @@ class CustomTask:
         scorer: MathScorer | None = None,
         prompts: TaskPrompts | None = None,
         data_files: str | None = None,
+        name: str | None = None,
     ) -> None:
+        # "custom" (the flags) or a task file's own name: what its runs are called
+        self.name = check_task_name(name) if name is not None else "custom"
         self.prompts = prompts or TaskPrompts()
         self.answer_type = answer_type or "math"
         if self.answer_type not in ANSWER_TYPES:
@@ -323,3 +342,13 @@ class CustomTask:
 )
 def custom_task(prompts: TaskPrompts | None = None, **options: Any) -> CustomTask:
     return CustomTask(**options, prompts=prompts)
+
+
+def scoring_task(name: str, answer_type: str | None) -> CustomTask:
+    """The custom task a finished run is read with (`report`: extraction, agreement, scoring),
+    from what its config.json records: the task's name and answer type; it loads no data."""
+    kind = answer_type if answer_type in ANSWER_TYPES else "math"
+    choices = "options" if kind == "choice" else None  # a choice task's options column: never read here
+    task = CustomTask(answer_type=kind, choices_field=choices)
+    task.name = name  # as recorded
+    return task
