@@ -18,7 +18,18 @@ from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import stats
 from mars_eval.run.rundirs import RunDir
 
-SYSTEM_ORDER = ("single", "mad", "autogen", "debate", "vote")  # the paper's rows, then the rest
+
+def system_order(systems: list[str]) -> list[str]:
+    """Distinct systems in the tables' row order, as the systems declare it (`table_order`, in
+    mas.registry: the paper's rows first), then the rest by name."""
+    from mars_eval.mas import ordered_systems
+
+    return ordered_systems(systems)
+
+
+def system_rank(systems: list[str]) -> dict[str, int]:
+    """system -> its row index in `system_order` (a sort key)."""
+    return {s: i for i, s in enumerate(system_order(systems))}
 
 
 @dataclass
@@ -179,7 +190,7 @@ def compare_to_first(cells: list[MasCell], models: list[str]) -> list[Comparison
     if len(models) < 2:
         return out
     base = models[0]
-    for system in ordered([c.system for c in cells], list(SYSTEM_ORDER)):
+    for system in system_order([c.system for c in cells]):
         for task in ordered([c.task for c in cells]):
             a = by_key.get((base, system, task))
             if a is None:
@@ -250,7 +261,7 @@ def paper_table(
     tasks = ordered([c.task for c in cells], tasks)
     by_key = {(c.model, c.system, c.task): c for c in cells}
     rows = []
-    for system in ordered([c.system for c in cells], list(SYSTEM_ORDER)):
+    for system in system_order([c.system for c in cells]):
         for model in models:
             if not any((model, system, t) in by_key for t in tasks):
                 continue

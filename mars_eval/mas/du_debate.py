@@ -39,6 +39,8 @@ AGGREGATOR = "aggregator"
 @register
 class DuDebate(System):
     name = "debate"
+    table_order = 3
+    family = "debate"  # its details record answers_by_round
     summary = "Du et al. debate: agents answer, read each other, answer again"
     protocol = 2  # --rounds counts answer rounds, the first included
 

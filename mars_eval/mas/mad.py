@@ -166,6 +166,10 @@ class MADDebate(System):
     # moderator's memory holds its de-fenced reply.
     protocol = 4
     counts = MAD_COUNTS
+    table_order = 1
+    family = "debate"
+    debaters = (AFFIRMATIVE, NEGATIVE)  # the two sides, as the transcript names them
+    matched_by_default = True  # vote without --votes matches mad's calls per sample (the paper)
 
     @dataclass(frozen=True)
     class Options:

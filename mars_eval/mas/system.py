@@ -155,6 +155,17 @@ class System:
       * `matched_option`: the name of an option that, left unset, the runner fills from the
         calls per sample of a finished run of another system (vote's compute matching).
     `counts`: the details flags of a sample this system reports (summed in the summary).
+
+    What tables and reports know of a system comes from these declarations too (never a list of
+    names in `analysis/` or `report/`):
+      * `table_order`: its place among the rows of the paper's tables (lower first); None:
+        after every system that has one, by name;
+      * `family`: what kind of system it is, for the views a kind shares ("debate": debaters
+        whose answers change round by round, shown in the report's debate dynamics);
+      * `debaters`: a debate's agents as its transcript names them, whose answers are read
+        round by round (a system that records `answers_by_round` in its details needs none);
+      * `matched_by_default`: the system whose finished run a compute-matched system (vote
+        without --votes) is matched to when --match-system is not given (one system says so).
     """
 
     name: ClassVar[str]
@@ -163,6 +174,10 @@ class System:
     protocol: ClassVar[int | None] = None
     counts: ClassVar[tuple[str, ...]] = ()
     matched_option: ClassVar[str | None] = None
+    table_order: ClassVar[float | None] = None
+    family: ClassVar[str | None] = None
+    debaters: ClassVar[tuple[str, ...]] = ()
+    matched_by_default: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, *, prompts: PromptPack | None = None, **values: Any):
         """`options`: an instance of `Options` (default: its defaults); `values`: options by name

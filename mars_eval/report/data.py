@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mars_eval.analysis import stats
-from mars_eval.analysis.tables import SYSTEM_ORDER, MasCell, cell_pairs
+from mars_eval.analysis.tables import MasCell, cell_pairs, system_rank
 from mars_eval.run.rundirs import RunDir
 
 if TYPE_CHECKING:
     from mars_eval.tasks.base import Task
 
-DEBATE_SYSTEMS = ("mad", "debate")
-MAD_DEBATERS = ("affirmative", "negative")
 TRAIN_METRICS = (
     "reward",
     "return_mean",
@@ -64,7 +62,13 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
         if c.step is not None and c.accuracy is not None:
             groups[(training_run_of(c.model), c.system, c.task)].append(c)
     out = []
-    for (root, system, task), group in sorted(groups.items(), key=lambda kv: _series_key(kv[0])):
+    rank = system_rank([system for _, system, _ in groups])
+
+    def series_key(key: tuple[str, str, str]) -> tuple:
+        root, system, task = key
+        return (task, rank[system], system, root)
+
+    for (root, system, task), group in sorted(groups.items(), key=lambda kv: series_key(kv[0])):
         points = sorted(group, key=lambda c: c.step or 0)
         if len({c.step for c in points}) < 2:
             continue
@@ -77,12 +81,6 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
         series.p_holm = stats.holm([r.p_value for _, r in series.comparisons])
         out.append(series)
     return out
-
-
-def _series_key(key: tuple[str, str, str]) -> tuple:
-    root, system, task = key
-    rank = SYSTEM_ORDER.index(system) if system in SYSTEM_ORDER else len(SYSTEM_ORDER)
-    return (task, rank, system, root)
 
 
 def natural_key(text: str) -> tuple:
@@ -116,10 +114,10 @@ def problem_grid(
     in `models` order."""
     out = {}
     rank = {m: i for i, m in enumerate(models or [])}
+    systems = system_rank([c.system for c in cells])
 
     def column_key(c: MasCell) -> tuple:
-        system = SYSTEM_ORDER.index(c.system) if c.system in SYSTEM_ORDER else len(SYSTEM_ORDER)
-        return (system, c.system, rank.get(c.model, len(rank)), c.model)
+        return (systems[c.system], c.system, rank.get(c.model, len(rank)), c.model)
 
     for task in sorted({c.task for c in cells}):
         columns = sorted((c for c in cells if c.task == task), key=column_key)
@@ -165,16 +163,29 @@ class Dynamics:
     scorer_errors: int = 0  # debaters' answers the scorer failed on (left out of the rates above)
 
 
+def is_debate(system: str) -> bool:
+    """A system of the debate family (its declaration's `family`): the report shows its
+    debaters' answers round by round."""
+    from mars_eval.mas import system_family
+
+    return system_family(system) == "debate"
+
+
 def debater_answers(rec: dict[str, Any], system: str, task: Task) -> list[list[str | None]]:
-    """answers[round][debater] for one sample (round 1 first)."""
+    """answers[round][debater] for one sample (round 1 first): the details' `answers_by_round`
+    when the system records them, else the answers of the transcript agents the system declares
+    as its `debaters`."""
+    from mars_eval.mas import system_debaters
+
     details = rec.get("details") or {}
-    if system == "debate" and isinstance(details.get("answers_by_round"), list):
+    if isinstance(details.get("answers_by_round"), list):
         return [list(r) for r in details["answers_by_round"]]
+    debaters = system_debaters(system)
     rounds: dict[int, dict[str, str | None]] = defaultdict(dict)
     for t in rec.get("transcript") or []:
-        if t.get("agent") in MAD_DEBATERS and "content" in t:
+        if t.get("agent") in debaters and "content" in t:
             rounds[int(t.get("call", 0))][t["agent"]] = task.extract(t.get("content") or "")
-    return [[rounds[r].get(a) for a in MAD_DEBATERS] for r in sorted(rounds)]
+    return [[rounds[r].get(a) for a in debaters] for r in sorted(rounds)]
 
 
 def debate_dynamics(cell: MasCell) -> Dynamics:

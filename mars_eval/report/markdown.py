@@ -139,7 +139,7 @@ def games_section(report: Report) -> list[str]:
 
 
 def dynamics_section(report: Report) -> list[str]:
-    cells = [c for c in report.table_order() if c.system in report_data.DEBATE_SYSTEMS]
+    cells = [c for c in report.table_order() if report_data.is_debate(c.system)]
     if not cells:
         return []
     header = ["task", "system", "model", "answers right by round", "agreement by round", "changed"]

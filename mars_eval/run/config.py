@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mars_eval.mas import options_for, system_class
+from mars_eval.mas import default_match_system, options_for, system_class
 from mars_eval.mas.system import option_specs
 from mars_eval.models.base import DEFAULT_HTTP_CLIENT, SamplingParams
 from mars_eval.prompts import PromptPack, load_pack
@@ -61,11 +61,15 @@ class EvalConfig:
         "ours"  # ours (question + answer format) or bare (the question as the references send it)
     )
     sampling: str = "qwen3"  # the sampling preset `params` was resolved from (informative; params decide)
-    match_system: str = "mad"  # a matched option left unset: the system whose finished run sets it
+    # a matched option left unset: the system whose finished run sets it (None: the system that
+    # declares `matched_by_default`, mas.default_match_system)
+    match_system: str | None = None
     match_run: str | None = None  # ... or that run's folder, named outright
     matched: dict[str, Any] | None = None  # the run this one was matched to (run.matching)
 
     def __post_init__(self) -> None:
+        if self.match_system is None:
+            self.match_system = default_match_system()
         # A task file (FILE.yaml) is a custom task under its name (task_options["name"]).
         self.task, self.data_files, self.task_options = as_custom(
             self.task, self.data_files, self.task_options
