@@ -109,6 +109,12 @@ def default_match_system() -> str:
     return next((n for n in names if _SYSTEMS[n].matched_by_default), names[0])
 
 
+def default_system() -> str:
+    """The system run when none is named: the one declaring `run_by_default`, else the first."""
+    names = system_names()
+    return next((n for n in names if _SYSTEMS[n].run_by_default), names[0])
+
+
 def _declared(name: str, attribute: str, default: Any) -> Any:
     _load_builtins()
     cls = _SYSTEMS.get(name)

@@ -165,7 +165,8 @@ class System:
       * `debaters`: a debate's agents as its transcript names them, whose answers are read
         round by round (a system that records `answers_by_round` in its details needs none);
       * `matched_by_default`: the system whose finished run a compute-matched system (vote
-        without --votes) is matched to when --match-system is not given (one system says so).
+        without --votes) is matched to when --match-system is not given (one system says so);
+      * `run_by_default`: the system `mas` and `evaluate` run when none is named (single).
     """
 
     name: ClassVar[str]
@@ -178,6 +179,7 @@ class System:
     family: ClassVar[str | None] = None
     debaters: ClassVar[tuple[str, ...]] = ()
     matched_by_default: ClassVar[bool] = False
+    run_by_default: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, *, prompts: PromptPack | None = None, **values: Any):
         """`options`: an instance of `Options` (default: its defaults); `values`: options by name

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mars_eval.mas import default_match_system, options_for, system_class
+from mars_eval.mas import default_match_system, default_system, options_for, system_class
 from mars_eval.mas.system import option_specs
 from mars_eval.models.base import DEFAULT_HTTP_CLIENT, SamplingParams
 from mars_eval.prompts import PromptPack, load_pack
@@ -36,7 +36,7 @@ from mars_eval.tasks.task_file import as_custom
 @dataclass
 class EvalConfig:
     task: str
-    system: str = "single"
+    system: str = field(default_factory=default_system)  # the system declaring `run_by_default`
     model: str | None = None
     base_urls: list[str] = field(default_factory=list)
     data_files: str | None = None

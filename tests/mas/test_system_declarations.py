@@ -78,3 +78,15 @@ def test_the_default_matched_system_is_declared(monkeypatch) -> None:
     assert checked({}, "mas")["match_system"] == "panel"
     assert BY_NAME["match_system"].shown_in("mas") == "panel"
     assert EvalConfig(task="arith", match_system="single").match_system == "single"
+
+
+@pytest.mark.usefixtures("forget_file_systems")
+def test_the_default_system_is_declared(monkeypatch) -> None:
+    from mars_eval.mas import default_system
+    from mars_eval.mas.single import SingleAgent
+    from mars_eval.run.config import EvalConfig
+
+    assert default_system() == "single" and EvalConfig(task="arith").system == "single"
+    monkeypatch.setattr(SingleAgent, "run_by_default", False)
+    _panel(run_by_default=True)
+    assert default_system() == "panel" and EvalConfig(task="arith").system == "panel"
