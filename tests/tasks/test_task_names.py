@@ -164,3 +164,20 @@ def test_a_bad_name_exits_2(tmp_path):
     res = run_cli(["mas", "--task", str(path), "--base-url", url, "--output", str(tmp_path)])
     assert res.returncode == 2 and "name 'a b' is not a task name" in res.stderr, res.describe()
     assert res.stderr.count("\n") == 1, res.describe()
+
+
+def test_suite_data_files_of_task_files() -> None:
+    from mars_eval.models.base import ConfigError
+    from mars_eval.run.suite import parse_data_files
+
+    own = {"capitals": "c.jsonl", "rivers": None}
+    assert parse_data_files(["rivers=r.jsonl"], ["capitals", "rivers", "arith"], own) == {
+        "capitals": "c.jsonl",
+        "rivers": "r.jsonl",
+        "arith": None,
+    }
+    assert parse_data_files(["r.jsonl"], ["rivers"], {"rivers": None}) == {"rivers": "r.jsonl"}
+    with pytest.raises(ConfigError, match="task file rivers names no data_files"):
+        parse_data_files(None, ["capitals", "rivers"], own)
+    with pytest.raises(ConfigError, match="task file capitals names its data_files"):
+        parse_data_files(["capitals=x.jsonl", "rivers=r.jsonl"], ["capitals", "rivers"], own)
