@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 
 from mars_eval.analysis.tables import MasCell, paper_table, system_order
-from mars_eval.mas import System, default_match_system, register, system_names
+from mars_eval.mas import System, default_match_system, register
 from mars_eval.mas.mad import MADDebate
 from mars_eval.report import data as report_data
 from mars_eval.run.rundirs import RunDir
 from mars_eval.tasks import make_task
-
-system_names()  # the built-ins loaded before `forget_file_systems` takes its copy of the registry
 
 
 def _panel(**declared) -> type[System]:
