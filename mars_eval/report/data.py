@@ -281,14 +281,15 @@ class Quality:
     error_kinds: dict[str, int]
     outcomes: dict[str, Any]  # outcomes.outcome_summary: truncated, context_overflow, no_answer, letters
     prompts: str = ""  # the run's prompt pack, "name hash" (empty for runs made before packs)
+    counts: tuple[str, ...] = ()  # the counts the run's system declares (`System.counts`)
 
     @property
-    def mad_counts(self) -> str:
-        """MAD's debates without an answer by cause, "not an answer / unparseable / judge empty"."""
-        keys = ("verdict_not_an_answer", "verdict_unparseable", "judge_no_answer")
-        if not all(k in self.outcomes for k in keys):
+    def own_counts(self) -> str:
+        """The system's own counts ("verdict not an answer 2 / ..." for MAD's debates without an
+        answer, by cause); "–" for a system that declares none."""
+        if not self.counts or not all(k in self.outcomes for k in self.counts):
             return "–"
-        return " / ".join(str(self.outcomes[k]) for k in keys)
+        return " / ".join(f"{k.replace('_', ' ')} {self.outcomes[k]}" for k in self.counts)
 
 
 def system_counts(name: str) -> tuple[str, ...]:
@@ -313,8 +314,9 @@ def data_quality(cell: MasCell) -> Quality:
     choices = getattr(cell.run.make_task(), "choices", None)
     pack = cell.run.config.get("prompts") or {}
     prompts = f"{pack.get('name', '')} {pack.get('hash', '')}".strip() if isinstance(pack, dict) else ""
-    outcomes = outcome_summary(records, choices, system_counts(cell.system))
-    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcomes, prompts)
+    counts = system_counts(cell.system)
+    outcomes = outcome_summary(records, choices, counts)
+    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcomes, prompts, counts)
 
 
 # --- games and training ---------------------------------------------------------------------------

@@ -88,3 +88,13 @@ def test_the_default_system_is_declared(monkeypatch) -> None:
     monkeypatch.setattr(SingleAgent, "run_by_default", False)
     _panel(run_by_default=True)
     assert default_system() == "panel" and EvalConfig(task="arith").system == "panel"
+
+
+@pytest.mark.usefixtures("forget_file_systems")
+def test_a_registered_systems_own_counts_are_in_the_data_quality() -> None:
+    _panel(counts=("left_gave_up", "right_gave_up"))
+    assert report_data.system_counts("panel") == ("left_gave_up", "right_gave_up")
+    outcomes = {"left_gave_up": 2, "right_gave_up": 0}
+    quality = report_data.Quality(_cell("panel"), 4, 0, {}, outcomes, "", report_data.system_counts("panel"))
+    assert quality.own_counts == "left gave up 2 / right gave up 0"
+    assert report_data.Quality(_cell("single"), 4, 0, {}, {}, "", ()).own_counts == "–"
