@@ -35,6 +35,9 @@ from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
+# The family of debates (`System.family`): debaters whose answers change round by round.
+DEBATE_FAMILY = "debate"
+
 # Counts no system can ask for (a million agents is a memory bomb before any call, issue 29):
 # any int option without its own `maximum` is refused above this.
 MAX_COUNT = 1000

@@ -167,8 +167,9 @@ def is_debate(system: str) -> bool:
     """A system of the debate family (its declaration's `family`): the report shows its
     debaters' answers round by round."""
     from mars_eval.mas import system_family
+    from mars_eval.mas.system import DEBATE_FAMILY
 
-    return system_family(system) == "debate"
+    return system_family(system) == DEBATE_FAMILY
 
 
 def debater_answers(rec: dict[str, Any], system: str, task: Task) -> list[list[str | None]]:

@@ -98,3 +98,23 @@ def test_a_registered_systems_own_counts_are_in_the_data_quality() -> None:
     quality = report_data.Quality(_cell("panel"), 4, 0, {}, outcomes, "", report_data.system_counts("panel"))
     assert quality.own_counts == "left gave up 2 / right gave up 0"
     assert report_data.Quality(_cell("single"), 4, 0, {}, {}, "", ()).own_counts == "–"
+
+
+def test_no_system_is_named_in_the_packages_below_the_tables() -> None:
+    """run/, analysis/, report/ and cli/ read systems from their declarations: no built-in
+    system's name is written there as a literal (a default, an order, a family, a column)."""
+    import re
+
+    from mars_eval.mas import system_names
+
+    root = Path(__file__).resolve().parents[2] / "mars_eval"
+    names = "|".join(re.escape(n) for n in system_names())
+    literal = re.compile(rf"""(["'])({names})\1""")
+    found = [
+        f"{path.relative_to(root)}:{i}: {line.strip()}"
+        for folder in ("run", "analysis", "report", "cli")
+        for path in sorted((root / folder).rglob("*.py"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if literal.search(line)
+    ]
+    assert not found, "\n".join(found)
