@@ -140,6 +140,10 @@ def _eval_config(
     from mars_eval.tasks import make_task
     from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS
 
+    if system is None:  # the system declaring `run_by_default` (single)
+        from mars_eval.mas import default_system
+
+        system = default_system()
     _text("system", system, required=True)
     _text("task", task, required=True)
     _text("model", model)
@@ -169,7 +173,7 @@ def _eval_config(
 
 
 async def evaluate_async(
-    system: str = "single",
+    system: str | None = None,
     task: str = "arith",
     model: str | None = None,
     *,
@@ -194,15 +198,16 @@ async def evaluate_async(
 
 
 def evaluate(
-    system: str = "single",
+    system: str | None = None,
     task: str = "arith",
     model: str | None = None,
     **options: Any,
 ) -> EvalResult:
     """Run (or resume) `system` on `task` with `model` and return the typed result.
 
-    `system`: a registered name or "FILE.py:CLASS"; `task`: a task name or a task YAML file;
-    `model`: a served name (with base_url=...), a hub id, a local folder or a pulled model's name.
+    `system`: a registered name or "FILE.py:CLASS" (None: the system declared the default,
+    single); `task`: a task name or a task YAML file; `model`: a served name (with
+    base_url=...), a hub id, a local folder or a pulled model's name.
     Options: base_url, limit, samples, seed, output, data_files, fresh, concurrency, prompts,
     task_prompt, problem_ids, the sampling settings, thinking, sampling (the preset), and any
     option the system declares (rounds=..., mad_stop=...). Bad input raises ConfigError."""

@@ -49,7 +49,7 @@ def mas(
         str,
         typer.Option(help=opt.TASKS_HELP),
     ],
-    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = "single",
+    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = opt.DEFAULT_SYSTEM,
     model: Annotated[
         str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
     ] = None,

@@ -36,6 +36,9 @@ from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
+# The family of debates (`System.family`): debaters whose answers change round by round.
+DEBATE_FAMILY = "debate"
+
 # Counts no system can ask for (a million agents is a memory bomb before any call, issue 29):
 # any int option without its own `maximum` is refused above this.
 MAX_COUNT = 1000
@@ -162,6 +165,18 @@ class System:
       * `matched_option`: the name of an option that, left unset, the runner fills from the
         calls per sample of a finished run of another system (vote's compute matching).
     `counts`: the details flags of a sample this system reports (summed in the summary).
+
+    What tables and reports know of a system comes from these declarations too (never a list of
+    names in `analysis/` or `report/`):
+      * `table_order`: its place among the rows of the paper's tables (lower first); None:
+        after every system that has one, by name;
+      * `family`: what kind of system it is, for the views a kind shares ("debate": debaters
+        whose answers change round by round, shown in the report's debate dynamics);
+      * `debaters`: a debate's agents as its transcript names them, whose answers are read
+        round by round (a system that records `answers_by_round` in its details needs none);
+      * `matched_by_default`: the system whose finished run a compute-matched system (vote
+        without --votes) is matched to when --match-system is not given (one system says so);
+      * `run_by_default`: the system `mas` and `evaluate` run when none is named (single).
     """
 
     name: ClassVar[str]
@@ -170,6 +185,11 @@ class System:
     protocol: ClassVar[int | None] = None
     counts: ClassVar[tuple[str, ...]] = ()
     matched_option: ClassVar[str | None] = None
+    table_order: ClassVar[float | None] = None
+    family: ClassVar[str | None] = None
+    debaters: ClassVar[tuple[str, ...]] = ()
+    matched_by_default: ClassVar[bool] = False
+    run_by_default: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, *, prompts: PromptPack | None = None, **values: Any):
         """`options`: an instance of `Options` (default: its defaults); `values`: options by name

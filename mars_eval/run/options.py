@@ -27,19 +27,26 @@ from mars_eval.models.settings import Setting
 class RunOption(Setting):
     """A shared run option: a `Setting`, the commands that take it, and where its value goes.
     `help_for`/`shown_for`: (command, text) pairs where one command words it otherwise;
-    `choices_of`: choices known only at run time (the registered systems); `twin`: a boolean's
-    negative flag; `nullable`: None is its default (the mode's or the client's own value);
-    `identity`: its value decides results, so it is part of the run identity (an option declared
-    after RUN_IDENTITY_BASELINE only when it differs from its default)."""
+    `choices_of`: choices known only at run time (the registered systems); `default_of`: a
+    default known only at run time (what the systems declare), `default` then None; `twin`: a
+    boolean's negative flag; `nullable`: None is its default (the mode's or the client's own
+    value); `identity`: its value decides results, so it is part of the run identity (an option
+    declared after RUN_IDENTITY_BASELINE only when it differs from its default)."""
 
     commands: tuple[str, ...] = ("mas", "suite")
     where: str = "run"
     help_for: tuple[tuple[str, str], ...] = ()
     shown_for: tuple[tuple[str, str], ...] = ()
     choices_of: Callable[[], tuple[str, ...]] | None = None
+    default_of: Callable[[], Any] | None = None
     twin: str | None = None
     nullable: bool = False
     identity: bool = False  # decides results: part of the run identity (see RUN_IDENTITY_BASELINE)
+
+    @property
+    def resolved_default(self) -> Any:
+        """The default a value left out takes (`default_of`'s, when declared)."""
+        return self.default_of() if self.default_of is not None else self.default
 
     def help_in(self, command: str) -> str:
         text = dict(self.help_for).get(command, self.help)
@@ -50,6 +57,8 @@ class RunOption(Setting):
     def shown_in(self, command: str) -> str | None:
         """How `command`'s help shows the default (None: typer shows the value itself)."""
         shown = dict(self.shown_for).get(command, self.shown)
+        if shown is None and self.default_of is not None:
+            return str(self.default_of())
         if shown is None and self.nullable:
             return "none"
         return shown
@@ -67,6 +76,12 @@ def _system_names() -> tuple[str, ...]:
     from mars_eval.mas import system_names
 
     return system_names()
+
+
+def _default_match_system() -> str:
+    from mars_eval.mas import default_match_system
+
+    return default_match_system()
 
 
 def _task_prompts() -> tuple[str, ...]:
@@ -189,9 +204,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "match_system",
         str,
-        "mad",
+        None,
         "vote without --votes: the system whose finished run's calls per sample set the votes",
         choices_of=_system_names,
+        default_of=_default_match_system,  # the system declaring `matched_by_default` (mad)
+        nullable=True,
     ),  # fmt: skip
     RunOption(
         "match_run",
@@ -234,7 +251,7 @@ def checked(values: Mapping[str, Any], command: str = "mas") -> dict[str, Any]:
     for option in options_of(command):
         value = values.get(option.name)
         checked_value = option.check(value, from_text=command != "api")
-        out[option.name] = option.default if checked_value is None else checked_value
+        out[option.name] = option.resolved_default if checked_value is None else checked_value
     if out["prompts"] is not None:
         from mars_eval.prompts import load_pack
 
