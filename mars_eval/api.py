@@ -140,6 +140,10 @@ def _eval_config(
     from mars_eval.tasks import make_task
     from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS
 
+    if system is None:  # the system declaring `run_by_default` (single)
+        from mars_eval.mas import default_system
+
+        system = default_system()
     _text("system", system, required=True)
     _text("task", task, required=True)
     _text("model", model)
@@ -170,7 +174,7 @@ def _eval_config(
 
 
 async def evaluate_async(
-    system: str = "single",
+    system: str | None = None,
     task: str = "arith",
     model: str | None = None,
     *,
@@ -195,15 +199,16 @@ async def evaluate_async(
 
 
 def evaluate(
-    system: str = "single",
+    system: str | None = None,
     task: str = "arith",
     model: str | None = None,
     **options: Any,
 ) -> EvalResult:
     """Run (or resume) `system` on `task` with `model` and return the typed result.
 
-    `system`: a registered name or "FILE.py:CLASS"; `task`: a task name or a task YAML file;
-    `model`: a served name (with base_url=...), a hub id, a local folder or a pulled model's name.
+    `system`: a registered name or "FILE.py:CLASS" (None: the system declared the default,
+    single); `task`: a task name or a task YAML file; `model`: a served name (with
+    base_url=...), a hub id, a local folder or a pulled model's name.
     Options: base_url, limit, samples, seed, output, data_files, fresh, concurrency, prompts,
     task_prompt, problem_ids, the sampling settings, thinking, sampling (the preset), and any
     option the system declares (rounds=..., mad_stop=...). Bad input raises ConfigError."""
@@ -230,8 +235,11 @@ async def play_async(
         from mars_eval.models.base import ConfigError
 
         raise ConfigError(f"play() has no option {unknown[0]!r}")
-    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+    from mars_eval.cli import validate
+
+    urls = _text_list("base_url", base_url) if base_url is not None else []
     cfg = build_config(games=games, model=model, base_url=urls, **options)
+    validate.check_model_and_output(urls, model, cfg.output)
     summary = await run_games(cfg, progress=progress)
     return PlayResult(summary=summary, run_dir=Path(summary["run_dir"]))
 

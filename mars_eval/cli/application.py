@@ -49,7 +49,7 @@ def mas(
         str,
         typer.Option(help=opt.TASKS_HELP),
     ],
-    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = "single",
+    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = opt.DEFAULT_SYSTEM,
     model: Annotated[
         str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
     ] = None,
@@ -196,22 +196,15 @@ def games(
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
     from mars_eval.cli.games_cmds import games_command
-    from mars_eval.run.options import checked_values
-
-    checked_values(
-        concurrency=concurrency,
-        request_timeout=request_timeout,
-        max_attempts=max_attempts,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        seed=seed,
-    )
-    validate.at_least("--episodes", episodes, 1)
+    from mars_eval.run.games_config import check_options
     from mars_eval.run.rundirs import expand_models
 
     models = expand_models(model, served=bool(base_url))
     for one in models or [None]:
         validate.check_model_and_output(base_url, one if agent is None else None, output)
+    shared = dict(episodes=episodes, seed=seed, concurrency=concurrency, max_tokens=max_tokens)
+    shared.update(temperature=temperature, request_timeout=request_timeout, max_attempts=max_attempts)
+    check_options(**shared)  # before any work; games_command's configs check them all again
     code = games_command(
         games=games,
         train=train,

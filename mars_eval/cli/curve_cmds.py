@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from mars_eval.cli import exitcodes
+from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
 from mars_eval.paths import check_path
 
@@ -68,12 +69,13 @@ def curve(
         list[int] | None,
         typer.Option(help="Only this checkpoint step (repeatable)", show_default="all"),
     ] = None,
-    engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
+    engine: opt.run_flag("engine", "curve") = opt.run_default("engine"),
 ) -> None:
     """Evaluate every checkpoint of a training run (games and multi-agent systems), resuming."""
     from rich.console import Console
 
     from mars_eval.run.curve import read_settings, run_curve, spec_of
+    from mars_eval.run.options import BY_NAME
     from mars_eval.textsafe import shown
 
     root = check_path(train_dir, "TRAIN_DIR", "dir")
@@ -87,8 +89,7 @@ def curve(
     items = _mas_items(mas)
     if items is not None:
         settings["mas_eval"] = items
-    if engine not in ("auto", "transformers", "vllm"):
-        raise ConfigError(f"--engine {engine!r}: choose auto, transformers or vllm")
+    BY_NAME["engine"].check(engine)  # a backend of models.backends
     console = Console(stderr=True)
     done, errored = run_curve(
         root,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mars_eval.mas import all_option_specs, system_names
+from mars_eval.mas import all_option_specs, default_system, system_names
 from mars_eval.models.base import ConfigError
 from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
@@ -33,6 +33,7 @@ def _task_list() -> str:
 
 TASKS_HELP = _task_list()
 SYSTEMS_HELP = ", ".join(system_names()) + ", or FILE.py:CLASS"
+DEFAULT_SYSTEM = default_system()  # `mas` without --system: the system declaring `run_by_default`
 
 GpqaOrder = Annotated[
     str,

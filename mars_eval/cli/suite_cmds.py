@@ -97,16 +97,17 @@ def suite(
             validate.check_model_folder(m)
     from mars_eval.tasks.task_file import expand_suite_tasks
 
-    # a task file (FILE.yaml) is the task custom with its flags: its data files, its settings
-    task, data_files, options = expand_suite_tasks(task, data_files, opt.task_options(given))
-    tasks = list(dict.fromkeys(make_task(t).name for t in task))
+    # each task file (FILE.yaml) is a custom task under its name, with its settings and data
+    spec = expand_suite_tasks(task, opt.task_options(given))
+    tasks = list(dict.fromkeys(t if t in spec.named else make_task(t).name for t in spec.tasks))
+    options = spec.options.get("custom")  # the custom-task flags: --task custom's
     if options and "custom" not in tasks:  # "--answer-type is used by --task custom only": exit 2
         make_task(tasks[0], **options)
     if options:
         make_task("custom", **options)  # a bad --answer-type: one line, exit 2, before any work
-    files = parse_data_files(data_files, tasks)
-    files = {_gpqa_order(t, gpqa_order): f for t, f in files.items()}
-    tasks = list(dict.fromkeys(_gpqa_order(t, gpqa_order) for t in tasks))
+    files = parse_data_files(data_files, tasks, {n: spec.data_files.get(n) for n in spec.named})
+    files = {(t if t in spec.named else _gpqa_order(t, gpqa_order)): f for t, f in files.items()}
+    tasks = list(dict.fromkeys(t if t in spec.named else _gpqa_order(t, gpqa_order) for t in tasks))
     template = opt.eval_config(
         values, given, task=tasks[0], task_options=options, problem_ids=opt.problem_ids(problem_ids)
     )
@@ -116,6 +117,7 @@ def suite(
         tasks=tasks,
         template=template,
         data_files=files,
+        task_options=spec.options,
     )
     from mars_eval.run.store import config_hash, held_lock
 

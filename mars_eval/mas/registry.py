@@ -1,7 +1,9 @@
 """The system registry: the only way systems are found.
 
 Built-in systems register themselves with `@register` when their module is imported (the list
-`BUILTIN_MODULES` says which modules hold them, in the order `list` shows them). Others come
+`BUILTIN_MODULES` says which modules hold them, in the order `list` shows them). What tables and
+reports know of systems (their order, family, debaters, the default matched system) is read
+from the systems' declarations here (`ordered_systems`, `system_family`, ...). Others come
 from an installed package's entry point (group `mars_eval.systems`, `name = "pkg.module:Class"`)
 or from a file: `--system path/to/file.py:ClassName`.
 """
@@ -89,6 +91,46 @@ def system_names() -> tuple[str, ...]:
         return modules.index(module) if module in modules else len(modules)
 
     return tuple(sorted(_SYSTEMS, key=place))  # stable: a module's systems in definition order
+
+
+def ordered_systems(names: list[str] | tuple[str, ...]) -> list[str]:
+    """Distinct system names in table order: those declaring a `table_order` by it, then the
+    rest by name (a name that is not registered, such as a file's system not loaded now, too)."""
+
+    def key(name: str) -> tuple[int, float, str]:
+        rank = _declared(name, "table_order", None)
+        return (0, rank, name) if isinstance(rank, int | float) else (1, 0, name)
+
+    return sorted(dict.fromkeys(names), key=key)
+
+
+def system_family(name: str) -> str | None:
+    """The `family` a system declares ("debate"), None for none or an unknown system."""
+    return _declared(name, "family", None)
+
+
+def system_debaters(name: str) -> tuple[str, ...]:
+    """The transcript agents whose answers a debate system's rounds hold (`debaters`)."""
+    return tuple(_declared(name, "debaters", ()))
+
+
+def default_match_system() -> str:
+    """The system a compute-matched run is matched to unless --match-system names one: the one
+    declaring `matched_by_default` (the first in listed order if several do), else the first."""
+    names = system_names()
+    return next((n for n in names if _SYSTEMS[n].matched_by_default), names[0])
+
+
+def default_system() -> str:
+    """The system run when none is named: the one declaring `run_by_default`, else the first."""
+    names = system_names()
+    return next((n for n in names if _SYSTEMS[n].run_by_default), names[0])
+
+
+def _declared(name: str, attribute: str, default: Any) -> Any:
+    _load_builtins()
+    cls = _SYSTEMS.get(name)
+    return getattr(cls, attribute, default) if cls is not None else default
 
 
 def system_class(spec: str) -> type[System]:

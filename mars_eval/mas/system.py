@@ -24,6 +24,7 @@ option of the same name (both read `--rounds`); their types must agree.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -34,6 +35,9 @@ from mars_eval.mas.identity_baseline import in_identity
 from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
+
+# The family of debates (`System.family`): debaters whose answers change round by round.
+DEBATE_FAMILY = "debate"
 
 # Counts no system can ask for (a million agents is a memory bomb before any call, issue 29):
 # any int option without its own `maximum` is refused above this.
@@ -95,12 +99,18 @@ class OptionSpec:
                 raise ConfigError(f"{self.flag} must be {kind.__name__}, got {value!r}") from None
         if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{self.flag} must be an integer, got {value!r}")
+        if kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{self.flag} must be a number, got {value!r}")
+            if not math.isfinite(value):  # NaN and infinity are not JSON, and bound nothing
+                raise ConfigError(f"{self.flag} must be a finite number, got {value}")
+            value = float(value)
         if self.choices is not None and value not in self.choices:
             raise ConfigError(f"unknown {self.flag} {value!r}; choose one of: {', '.join(self.choices)}")
-        if kind is int:
+        if kind in (int, float):
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(f"{self.flag} must be at least {self.minimum}, got {value}")
-            top = self.maximum if self.maximum is not None else MAX_COUNT
+            top = self.maximum if self.maximum is not None else MAX_COUNT if kind is int else math.inf
             if value > top:
                 raise ConfigError(f"{self.flag} must be at most {top}, got {value}")
         return value
@@ -177,6 +187,18 @@ class System:
       * `matched_option`: the name of an option that, left unset, the runner fills from the
         calls per sample of a finished run of another system (vote's compute matching).
     `counts`: the details flags of a sample this system reports (summed in the summary).
+
+    What tables and reports know of a system comes from these declarations too (never a list of
+    names in `analysis/` or `report/`):
+      * `table_order`: its place among the rows of the paper's tables (lower first); None:
+        after every system that has one, by name;
+      * `family`: what kind of system it is, for the views a kind shares ("debate": debaters
+        whose answers change round by round, shown in the report's debate dynamics);
+      * `debaters`: a debate's agents as its transcript names them, whose answers are read
+        round by round (a system that records `answers_by_round` in its details needs none);
+      * `matched_by_default`: the system whose finished run a compute-matched system (vote
+        without --votes) is matched to when --match-system is not given (one system says so);
+      * `run_by_default`: the system `mas` and `evaluate` run when none is named (single).
     """
 
     name: ClassVar[str]
@@ -185,6 +207,11 @@ class System:
     protocol: ClassVar[int | None] = None
     counts: ClassVar[tuple[str, ...]] = ()
     matched_option: ClassVar[str | None] = None
+    table_order: ClassVar[float | None] = None
+    family: ClassVar[str | None] = None
+    debaters: ClassVar[tuple[str, ...]] = ()
+    matched_by_default: ClassVar[bool] = False
+    run_by_default: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, *, prompts: PromptPack | None = None, **values: Any):
         """`options`: an instance of `Options` (default: its defaults); `values`: options by name

@@ -149,10 +149,11 @@ class SamplingParams:
         base = cls() if thinking else cls(temperature=0.7, top_p=0.8, thinking=False)
         return cls(**{**asdict(base), **fields})
 
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as a run's identity and its calls' keys hold them (see IDENTITY_BASELINE)."""
+    def to_dict(self, *, every_field: bool = False) -> dict[str, Any]:
+        """The settings as a run's identity and its calls' keys hold them (see IDENTITY_BASELINE;
+        `every_field`: a field declared later at its default too, as config.json records them)."""
         out = dict(self.__dict__)  # flat fields: no need for asdict's recursive copy (hot path)
-        for name, default in _LATER_DEFAULTS:
+        for name, default in () if every_field else _LATER_DEFAULTS:
             if out[name] == default:
                 del out[name]
         if not self.omit:

@@ -9,6 +9,7 @@ Unverified on this project's CI machines (no GPU); written against vLLM's docume
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import time
 from typing import Any
@@ -54,7 +55,8 @@ class VLLMEngine:
             raise ConfigError("the in-process vLLM engine needs the extra: pip install -e .[vllm]") from exc
         try:
             self._engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**self._args))
-            self._tok = await self._engine.get_tokenizer()
+            tok = self._engine.get_tokenizer()  # synchronous in vLLM 0.33; a coroutine before
+            self._tok = await tok if inspect.isawaitable(tok) else tok
         except Exception as exc:  # noqa: BLE001 - any failure to load the model is bad input
             why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
             raise ConfigError(f"cannot load model {self.model!r} with vLLM: {why}") from exc

@@ -25,9 +25,12 @@ from typing import Any
 from mars_eval.games import ALL_GAMES, GAMES_HELD_OUT, GAMES_TRAIN, PROMPT_STYLES, make_game
 from mars_eval.games.opponents import DEFAULT_OPPONENTS, make_opponent
 from mars_eval.models.base import ConfigError, SamplingParams
+from mars_eval.models.settings import Setting
 from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.run.options import BY_NAME
 
 DEFAULT_EPISODES = 1000  # the paper's tables use about 1000 episodes per game and seat
+EPISODES = Setting("episodes", int, DEFAULT_EPISODES, "Episodes per game and seat", low=1)
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_CONCURRENCY = 256
 CHECKPOINT_SETTINGS = "mars_eval.json"  # written by the trainer next to tiny checkpoints
@@ -176,14 +179,18 @@ def build_config(
     max_attempts: int | None = None,
     prompts: str | None = None,
 ) -> GamesConfig:
-    """Validate the command's options into a GamesConfig (ConfigError on bad input)."""
+    """Validate the command's options into a GamesConfig (ConfigError on bad input). The CLI
+    and the Python API (`mars_eval.play`) both come through here, so a value of the wrong type
+    is refused in one line whichever way it came (`check_options`)."""
+    check_options(
+        games=games, train=train, held_out=held_out, model=model, base_url=base_url, agent=agent,
+        opponents=opponents, episodes=episodes, seed=seed, output=output, concurrency=concurrency,
+        max_tokens=max_tokens, temperature=temperature, thinking=thinking, prompt_style=prompt_style,
+        fresh=fresh, request_timeout=request_timeout, max_attempts=max_attempts, prompts=prompts,
+    )  # fmt: skip
     if agent and model:
         raise ConfigError("give either --agent (a built-in player) or --model (an LLM), not both")
     episodes = DEFAULT_EPISODES if episodes is None else episodes
-    if episodes < 1:
-        raise ConfigError("--episodes must be at least 1")
-    if concurrency is not None and concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1")
     if prompt_style is not None and prompt_style not in PROMPT_STYLES:  # with --agent too
         raise ConfigError(f"unknown prompt style {prompt_style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     if prompts is not None:  # with --agent too: a bad pack is bad input either way
@@ -237,3 +244,26 @@ def build_config(
         max_tokens=max_tokens or saved.get("max_tokens") or DEFAULT_MAX_TOKENS,
     )
     return cfg
+
+
+_TEXT_OPTIONS = ("games", "model", "agent", "opponents", "prompt_style", "prompts")
+_SHARED_OPTIONS = ("seed", "concurrency", "temperature", "output", "max_tokens", "thinking", "fresh")
+_SHARED_OPTIONS += ("request_timeout", "max_attempts")
+
+
+def check_options(**options: Any) -> None:
+    """`build_config`'s options (None: not given) of the right type and in range: the run options
+    `mas` shares by their declarations (run.options), the rest here. ConfigError (one line)."""
+    for name in _TEXT_OPTIONS:
+        value = options.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"--{name.replace('_', '-')} must be text, got {type(value).__name__}")
+    urls = options.get("base_url")
+    if urls is not None and (not isinstance(urls, list) or not all(isinstance(u, str) for u in urls)):
+        raise ConfigError(f"--base-url must be a list of text, got {type(urls).__name__}")
+    for name in _SHARED_OPTIONS:
+        BY_NAME[name].check(options.get(name), from_text=False)
+    for name in ("train", "held_out"):
+        if not isinstance(options.get(name, False), bool):
+            raise ConfigError(f"--{name.replace('_', '-')} must be true or false, got {options[name]!r}")
+    EPISODES.check(options.get("episodes"), from_text=False)

@@ -40,6 +40,8 @@ class SamplingParams:
     max_tokens: int = 16
     logprobs: int | None = None
     seed: int | None = None
+    stop: list[str] | None = None  # accepted as vLLM does; not applied by the double
+    include_stop_str_in_output: bool = False
 
 
 def TokensPrompt(prompt_token_ids: list[int]) -> dict[str, Any]:  # noqa: N802 (vLLM's name)

@@ -164,6 +164,9 @@ class VLLMEngine:
                 max_tokens=caps[i],
                 logprobs=0,  # only the sampled token's log-prob
                 seed=seed * 100003 + i,  # per request: independent of batch composition
+                **(
+                    {"stop": list(settings.stop), "include_stop_str_in_output": True} if settings.stop else {}
+                ),
             )
             for i in range(len(prompts))
         ]
