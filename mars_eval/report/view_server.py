@@ -85,6 +85,10 @@ async def shell(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "view.html", headers={"Content-Type": "text/html; charset=utf-8"})
 
 
+async def no_icon(request: web.Request) -> web.Response:
+    return web.Response(status=204)
+
+
 async def asset(request: web.Request) -> web.FileResponse:
     name = request.path.rsplit("/", 1)[-1]
     return web.FileResponse(STATIC / name, headers={"Content-Type": f"{ASSETS[name]}; charset=utf-8"})
@@ -171,7 +175,7 @@ def make_app(roots: list[str | Path], poll_s: float = 1.0) -> web.Application:
     app.router.add_get("/api/sample", api_sample)
     app.router.add_get("/api/compare", api_compare)
     app.router.add_get("/api/events", api_events)
-    app.router.add_get("/favicon.ico", lambda _: web.Response(status=204))
+    app.router.add_get("/favicon.ico", no_icon)
     for name in ASSETS:
         app.router.add_get(f"/static/{name}", asset)
     return app
