@@ -235,7 +235,10 @@ def test_events_say_when_a_folder_changed(runs, tmp_path):
 
     first, second = asyncio.run(go())
     assert first.startswith("event: change") and second.startswith("event: change")
-    assert json.loads(second.split("data: ", 1)[1])["version"] > json.loads(first.split("data: ", 1)[1])["version"]
+    assert (
+        json.loads(second.split("data: ", 1)[1])["version"]
+        > json.loads(first.split("data: ", 1)[1])["version"]
+    )
 
 
 def test_a_plain_mas_run_does_not_import_the_viewer():

@@ -37,6 +37,7 @@ STATIC = Path(__file__).with_name("templates")
 ASSETS = {"view.js": "application/javascript", "view.css": "text/css"}  # all /static/ serves
 CATALOG: web.AppKey[Catalog] = web.AppKey("catalog", Catalog)
 POLL: web.AppKey[float] = web.AppKey("poll", float)
+CLOSING: web.AppKey[asyncio.Event] = web.AppKey("closing", asyncio.Event)  # set on shutdown: streams end
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -155,7 +156,10 @@ async def api_events(request: web.Request) -> web.StreamResponse:
             elif idle >= 15.0:  # a comment keeps proxies and the browser from giving up
                 await resp.write(b": still here\n\n")
                 idle = 0.0
-            await asyncio.sleep(poll)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(request.app[CLOSING].wait(), poll)
+            if request.app[CLOSING].is_set():
+                break
             idle += poll
     return resp
 
@@ -167,6 +171,15 @@ def make_app(roots: list[str | Path], poll_s: float = 1.0) -> web.Application:
     app = web.Application(middlewares=[_headers])
     app[CATALOG] = catalog
     app[POLL] = poll_s
+
+    async def startup(app: web.Application) -> None:
+        app[CLOSING] = asyncio.Event()
+
+    async def shutdown(app: web.Application) -> None:
+        app[CLOSING].set()
+
+    app.on_startup.append(startup)
+    app.on_shutdown.append(shutdown)
     for route in SHELL_ROUTES:
         app.router.add_get(route, shell)
     app.router.add_get("/api/runs", api_runs)

@@ -46,8 +46,16 @@ def running_viewer(roots: list[Path], poll_s: float = 0.2) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{box['port']}/"
     finally:
-        runner = box["runner"]
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)  # type: ignore[attr-defined]
+        asyncio.run_coroutine_threadsafe(_stop(box["runner"]), loop).result(10)  # type: ignore[arg-type]
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+async def _stop(runner: web.AppRunner) -> None:
+    """Close the server, then end what is left of its connections (a page's event stream)."""
+    await runner.cleanup()
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
