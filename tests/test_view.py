@@ -27,7 +27,8 @@ def call(roots: list[Path], *requests: tuple[str, dict], poll_s: float = 0.05) -
     """GET each (path, query) in turn from a fresh app; (status, JSON or text) of each."""
 
     async def go() -> list[tuple[int, object]]:
-        async with TestClient(TestServer(make_app([str(r) for r in roots], poll_s=poll_s))) as client:
+        app = make_app([str(r) for r in roots], poll_s=poll_s, budget_s=60)
+        async with TestClient(TestServer(app)) as client:
             out = []
             for path, query in requests:
                 resp = await client.get(path, params=query)
@@ -69,6 +70,20 @@ def test_listing_matches_each_summary(runs):
     assert games["metric"] == "win rate" and games["done"] == games["planned"] == 8
     train = next(r for r in listing["runs"] if r["kind"] == "train")
     assert train["steps"] > 0
+
+
+def test_folders_not_read_yet_show_their_summary(runs):
+    catalog = Catalog([runs], budget_s=0)  # a server just started over many folders
+    catalog.refresh(force=True)
+    listing = catalog.listing()
+    assert listing["reading"] == len(listing["runs"])
+    mas = next(r for r in listing["runs"] if r["kind"] == "mas")
+    summary = json.loads((runs / mas["id"].split("/", 1)[1] / "summary.json").read_text())
+    assert mas["reading"] and mas["skipped_lines"] is None
+    assert (mas["accuracy"], mas["done"], mas["calls"]) == (summary["accuracy"], N, summary["llm_calls"])
+    run = catalog.load(catalog.get(mas["id"]))  # a page asks for it: read now
+    assert run.loaded and run.brief()["skipped_lines"] == 0 and "reading" not in run.brief()
+    assert catalog.listing()["reading"] == len(listing["runs"]) - 1
 
 
 def test_samples_filters_pages_and_search(runs):

@@ -43,6 +43,7 @@ SHORT = 200  # characters of an answer, gold or error kept per sample row
 PAGE = 50  # sample rows per page (at most MAX_PAGE)
 MAX_PAGE = 200
 RESCAN_S = 2.0  # how often the folders are walked again for new run folders
+BUDGET_S = 0.2  # seconds a refresh may spend reading folders not read yet
 FILTERS = ("all", "correct", "wrong", "no_answer", "errored", "truncated")
 _SKIP_DIRS = {"checkpoints", "__pycache__", "node_modules"}  # never hold run folders to show
 
@@ -168,6 +169,7 @@ class RunState:
     _metrics: list[dict[str, Any]] = field(default_factory=list)
     _stats: tuple[int, dict[str, Any]] | None = None
     running: bool = False
+    loaded: bool = False  # samples.jsonl (metrics.jsonl) read at least once
 
     @property
     def samples_path(self) -> Path:
@@ -177,13 +179,23 @@ class RunState:
     def unit(self) -> str | None:
         return {"mas": SAMPLE, "games": EPISODE}.get(self.kind) or unit_of(self.config)
 
-    def refresh(self, locks: set[tuple[int, int, int]] | None) -> bool:
-        """Read what was added since the last refresh; True when anything shown changed."""
+    def refresh(
+        self, locks: set[tuple[int, int, int]] | None, load: bool = True, deadline: float | None = None
+    ) -> bool:
+        """Read what was added since the last refresh; True when anything shown changed.
+        Without `load`, a folder not read yet stays unread (its summary.json is read); with a
+        `deadline` (time.monotonic()), reading stops there and goes on at the next refresh."""
         changed = self._refresh_summary()
-        if self.kind == "train":
+        whole = True
+        if not (load or self.loaded):
+            whole = False
+        elif self.kind == "train":
             changed |= self._refresh_metrics()
         else:
-            changed |= self._refresh_samples()
+            step, whole = self._refresh_samples(deadline)
+            changed |= step
+        if whole and not self.loaded:
+            self.loaded = changed = True
         running = self._is_running(locks)
         if running != self.running:
             self.running, changed = running, True
@@ -253,19 +265,20 @@ class RunState:
         self._offset, self._lines = 0, 0
         self._rows, self._bad, self._last_good = {}, {}, {}
 
-    def _refresh_samples(self) -> bool:
+    def _refresh_samples(self, deadline: float | None = None) -> tuple[bool, bool]:
+        """(whether anything changed, whether the file was read to its end)."""
         path = self.samples_path
         try:
             st = os.stat(path)
         except FileNotFoundError:
             if self._rows or self._bad:
                 self._reset()
-                return True
-            return False
+                return True, True
+            return False, True
         except OSError as exc:
-            return self._set_problem(f"cannot read samples.jsonl: {exc.strerror or exc}")
+            return self._set_problem(f"cannot read samples.jsonl: {exc.strerror or exc}"), True
         if not stat.S_ISREG(st.st_mode):
-            return self._set_problem("samples.jsonl is not a regular file")
+            return self._set_problem("samples.jsonl is not a regular file"), True
         changed = self._set_problem(None)
         ident = (st.st_dev, st.st_ino)
         if ident != self._ident or st.st_size < self._offset:  # replaced or cut (--fresh)
@@ -273,7 +286,7 @@ class RunState:
             self._ident = ident
             changed = True
         if st.st_size == self._offset:
-            return changed
+            return changed, True
         unit = self.unit
         try:
             with open(path, "rb") as f:
@@ -285,9 +298,11 @@ class RunState:
                     changed = True
                     self._take(raw, self._offset, self._lines, unit)
                     self._offset += len(raw)
+                    if deadline is not None and self._lines % 32 == 0 and time.monotonic() > deadline:
+                        return True, False
         except OSError as exc:
-            return self._set_problem(f"cannot read samples.jsonl: {exc.strerror or exc}")
-        return changed
+            return self._set_problem(f"cannot read samples.jsonl: {exc.strerror or exc}"), True
+        return changed, True
 
     def _take(self, raw: bytes, offset: int, number: int, unit: str | None) -> None:
         try:
@@ -341,6 +356,8 @@ class RunState:
         """Progress and numbers so far (cached until the next change)."""
         if self._stats is not None and self._stats[0] == self.version:
             return self._stats[1]
+        if not self.loaded:
+            return self._summary_stats()
         rows = self.rows
         scored = [r for r in rows if not r["error"]]
         out: dict[str, Any] = {
@@ -388,6 +405,31 @@ class RunState:
             ]
         self._stats = (self.version, out)
         return out
+
+    def _summary_stats(self) -> dict[str, Any]:
+        """Before the folder's lines are read (a server just started over many folders): what
+        its summary.json says, marked `reading`."""
+        s = self.summary
+        mas = self.kind == "mas" and "accuracy" in s
+        scored = s.get("samples_scored") if isinstance(s.get("samples_scored"), int) else None
+        errors = s.get("errors") if isinstance(s.get("errors"), int) else None
+        return {
+            "reading": True,
+            "done": scored + errors if scored is not None and errors is not None else None,
+            "planned": self.planned(),
+            "errors": errors,
+            "truncated": s.get("truncated") if mas else None,
+            "cut_replies": s.get("truncated_calls") if mas else None,
+            "no_answer": s.get("no_answer") if mas else None,
+            "calls": s.get("llm_calls") if mas else None,
+            "prompt_tokens": s.get("prompt_tokens") if mas else None,
+            "completion_tokens": s.get("completion_tokens") if mas else None,
+            "skipped_lines": None,
+            "accuracy": s.get("accuracy") if mas else None,
+            "ci_low": s.get("ci_low") if mas else None,
+            "ci_high": s.get("ci_high") if mas else None,
+            "metric": "accuracy" if self.kind != "games" else "win rate",
+        }
 
     def brief(self) -> dict[str, Any]:
         """The run's line in the list."""
@@ -456,13 +498,20 @@ class RunState:
 class Catalog:
     """The run folders under some folders, refreshed at most every `min_interval_s`."""
 
-    def __init__(self, roots: list[str | Path], min_interval_s: float = 0.25, rescan_s: float = RESCAN_S):
+    def __init__(
+        self,
+        roots: list[str | Path],
+        min_interval_s: float = 0.25,
+        rescan_s: float = RESCAN_S,
+        budget_s: float = BUDGET_S,
+    ):
         self.roots = [Path(r) for r in roots]
         for root, given in zip(self.roots, roots, strict=True):
             if not root.is_dir():
                 raise ConfigError(f"{str(given)!r} is not a folder")
         self.min_interval_s = min_interval_s
         self.rescan_s = rescan_s
+        self.budget_s = budget_s
         self.runs: dict[str, RunState] = {}
         self.bad: dict[str, str] = {}  # folder id -> why it cannot be read as a run
         self.version = 0
@@ -490,8 +539,9 @@ class Catalog:
                     found[self._id(i, folder)] = folder
         return found
 
-    def refresh(self, force: bool = False) -> int:
-        """Bring every run up to date (at most every min_interval_s); the catalog's version."""
+    def refresh(self, force: bool = False, budget_s: float | None = None) -> int:
+        """Bring every run up to date (at most every min_interval_s); the catalog's version.
+        `budget_s` (default the catalog's): seconds to spend on folders not read yet."""
         now = time.monotonic()
         if not force and now - self._last_refresh < self.min_interval_s:
             return self.version
@@ -501,11 +551,29 @@ class Catalog:
             self._last_scan = now
             changed |= self._scan()
         locks = held_locks()
+        # Folders read before are brought up to date (only new lines are read); folders not
+        # read yet are read while the budget lasts, the rest at the next refresh (a server
+        # started over many folders answers at once and fills the list in as it reads).
+        deadline = time.monotonic() + (self.budget_s if budget_s is None else budget_s)
         for run in self.runs.values():
-            changed |= run.refresh(locks)
+            if run.loaded:
+                changed |= run.refresh(locks)
+            else:
+                changed |= run.refresh(locks, load=time.monotonic() < deadline, deadline=deadline)
         if changed:
             self.version += 1
         return self.version
+
+    def load(self, run: RunState) -> RunState:
+        """`run` read up to date now (a page showing it)."""
+        if not run.loaded and run.refresh(held_locks()):
+            self.version += 1
+        return run
+
+    @property
+    def reading(self) -> int:
+        """Folders not read yet."""
+        return sum(1 for r in self.runs.values() if not r.loaded)
 
     def _scan(self) -> bool:
         changed = False
@@ -548,6 +616,7 @@ class Catalog:
         return {
             "version": self.version,
             "roots": [str(r) for r in self.roots],
+            "reading": self.reading,
             "runs": [r.brief() for r in self.runs.values()],
             "bad": [{"id": k, "why": v} for k, v in sorted(self.bad.items())],
         }

@@ -31,7 +31,16 @@ from typing import Any
 
 from aiohttp import web
 
-from mars_eval.report.view_data import FILTERS, PAGE, Catalog, compare_view, page_of, public_row, sample_view
+from mars_eval.report.view_data import (
+    BUDGET_S,
+    FILTERS,
+    PAGE,
+    Catalog,
+    compare_view,
+    page_of,
+    public_row,
+    sample_view,
+)
 
 STATIC = Path(__file__).with_name("templates")
 ASSETS = {"view.js": "application/javascript", "view.css": "text/css"}  # all /static/ serves
@@ -42,6 +51,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+REQUEST_BUDGET_S = 0.05  # what a request may spend reading folders not read yet
 SHELL_ROUTES = ("/", "/run", "/sample", "/compare")
 
 
@@ -62,7 +72,7 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 def _fresh(request: web.Request) -> Catalog:
     catalog = request.app[CATALOG]
-    catalog.refresh()
+    catalog.refresh(budget_s=min(catalog.budget_s, REQUEST_BUDGET_S))  # the event stream reads the rest
     return catalog
 
 
@@ -74,7 +84,10 @@ def _int(request: web.Request, name: str, default: int) -> int:
 
 
 def _run(request: web.Request, name: str = "run"):  # noqa: ANN202 - a RunState
-    run = _fresh(request).get(request.query.get(name, ""))
+    catalog = _fresh(request)
+    run = catalog.get(request.query.get(name, ""))
+    if run is not None:
+        catalog.load(run)
     if run is None:
         raise web.HTTPNotFound(
             text=json.dumps({"error": "no such run folder"}), content_type="application/json"
@@ -164,9 +177,10 @@ async def api_events(request: web.Request) -> web.StreamResponse:
     return resp
 
 
-def make_app(roots: list[str | Path], poll_s: float = 1.0) -> web.Application:
-    """The viewer over `roots` (ConfigError when one is not a folder)."""
-    catalog = Catalog(roots, min_interval_s=min(0.25, poll_s))
+def make_app(roots: list[str | Path], poll_s: float = 1.0, budget_s: float = BUDGET_S) -> web.Application:
+    """The viewer over `roots` (ConfigError when one is not a folder); `budget_s`: seconds each
+    refresh may spend reading folders not read yet (view_data.Catalog)."""
+    catalog = Catalog(roots, min_interval_s=min(0.25, poll_s), budget_s=budget_s)
     catalog.refresh(force=True)
     app = web.Application(middlewares=[_headers])
     app[CATALOG] = catalog
