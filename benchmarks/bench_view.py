@@ -134,7 +134,7 @@ async def measure(root: Path, big_id: str, small: Path) -> tuple[dict[str, tuple
             catalog.refresh(force=True)
         out["every folder read (in the background)"] = (time.perf_counter() - w, cpu() - c, 0)
         await asyncio.sleep(0.3)
-        out["list warm (all read, nothing changed)"] = await timed(client, "/api/runs")
+        out["list once all read (numbers computed)"] = await timed(client, "/api/runs")
         rng = random.Random(1)
         with open(small / "samples.jsonl", "ab") as f:
             f.write(_line(record(999, 0, 1500, rng)))
