@@ -23,7 +23,7 @@ function el(tag, attrs, ...children) {
 
 function safeHref(v) {
   const s = String(v);
-  return s.startsWith("/") && !s.startsWith("//") ? s : "/";
+  return (s.startsWith("/") && !s.startsWith("//")) || s.startsWith("#") ? s : "/";
 }
 
 function url(path, params) {
@@ -99,6 +99,7 @@ async function listPage() {
 }
 
 function statsLine(r) {
+  if (r.kind === "train") return el("p", { id: "stats" }, `${num(r.steps)} steps logged (metrics.jsonl) · ${num(r.eval_points.length)} with evaluation figures`);
   const bits = [`${num(r.done)} / ${r.planned === null ? "?" : num(r.planned)} done`, `${num(r.errors)} errored`, `${num(r.cut_replies)} cut replies (${num(r.truncated)} samples)`, `${num(r.no_answer)} without answer`, `${num(r.calls)} calls`, `${num(r.prompt_tokens)} + ${num(r.completion_tokens)} tokens`];
   if (r.kind !== "train") bits.unshift(`${r.metric} ${pct(r.accuracy)}%${interval(r.ci_low, r.ci_high)}`);
   if (r.mean_return !== undefined) bits.push(`mean return ${r.mean_return.toFixed(3)} [${r.mean_return_low.toFixed(3)}, ${r.mean_return_high.toFixed(3)}]`);
@@ -178,6 +179,10 @@ async function samplePage() {
     const head = el("tr", {}, el("th", {}, "round"), agents.map((a) => el("th", { class: "l" }, a)));
     const body = rounds.map((rd) => el("tr", {}, el("th", {}, rd), agents.map((a) => el("td", {}, calls.filter((e) => e.agent === a && e.round === rd).map((e) => el("a", { href: `#e${e.index}`, class: e.cut ? "tag cut" : "tag" }, `#${e.index}${e.cut ? " cut" : ""}`))))));
     out.push(el("table", { class: "matrix", id: "matrix" }, el("thead", {}, head), el("tbody", {}, body)));
+  }
+  if (s.kind === "games") {
+    const shown = ["outcome", "returns", "agent_return", "invalid", "invalid_reason", "turns", "seed", "history"];
+    out.push(el("h2", {}, "Episode"), textBlock(shown.filter((k) => k in s.fields).map((k) => `${k}: ${JSON.stringify(s.fields[k])}`).join("\n")));
   }
   out.push(el("h2", {}, `Transcript (${calls.length} calls)`));
   const entries = s.entries.map((e) => {
@@ -273,12 +278,22 @@ document.addEventListener("click", (e) => {
 });
 window.addEventListener("popstate", draw);
 
+let held = false; // a change came while someone types in a box of the page: drawn on leaving it
+
+function typing() {
+  const a = document.activeElement;
+  return a && app.contains(a) && (a.tagName === "INPUT" || a.tagName === "SELECT");
+}
+
+document.addEventListener("focusout", () => { if (held) { held = false; setTimeout(draw, 0); } });
+
 function listen() {
   const events = new EventSource("/api/events");
   let first = true;
   events.addEventListener("change", () => {
     live.textContent = `live · updated ${new Date().toLocaleTimeString()}`;
     if (first) { first = false; return; }
+    if (typing()) { held = true; return; }
     draw();
   });
   events.onerror = () => { live.textContent = "not connected (retrying)"; };
