@@ -129,3 +129,53 @@ def _get(url: str) -> str:
 
     with urllib.request.urlopen(url, timeout=10) as r:  # noqa: S310 - the local test server
         return r.read().decode()
+
+
+def test_a_running_mas_run_is_followed_until_it_ends(tmp_path):
+    """A real run (the run store, its lock and its summary) writes while the page is open."""
+    import asyncio
+    import threading
+
+    from mars_eval.models.base import SamplingParams
+    from mars_eval.run.runner import EvalConfig, run_eval
+    from tests.support.run_fixtures import N, FakeModel
+
+    gate = threading.Semaphore(0)
+
+    class Gated(FakeModel):
+        async def chat(self, messages, params):
+            await asyncio.to_thread(gate.acquire)
+            return await super().chat(messages, params)
+
+    out = tmp_path / "runs"
+    out.mkdir()
+    cfg = EvalConfig(
+        task="arith", system="single", model="m", limit=N, output=str(out), params=SamplingParams()
+    )
+    worker = threading.Thread(
+        target=lambda: asyncio.run(run_eval(cfg, client=Gated("m", {1}), progress=False)), daemon=True
+    )
+    row = "document.querySelector('#runs tr[data-run]')"
+    done = f"{row} && {row}.querySelector('td.done').textContent"
+    running = f"!!({row} && {row}.querySelector('.running'))"
+
+    def release(n: int):
+        return lambda: [gate.release() for _ in range(n)]
+
+    with running_viewer([out]) as url:
+        worker.start()
+        page = load_page(
+            url,
+            {"done": done, "running": running, "acc": f"{row}.querySelector('td.acc').textContent"},
+            steps=[
+                f"{running} && {done} === '0 / ?'",
+                release(2),
+                f"{done} === '2 / ?'",
+                release(N),
+                f"{done} === '6 / 6' && !{running}",
+            ],
+        )
+        worker.join(30)
+    assert page.console_errors == []
+    assert (page.values["done"], page.values["running"]) == ("6 / 6", False)
+    assert page.values["acc"].startswith("83.3 [")  # 5 of 6, with the summary's interval
