@@ -138,7 +138,7 @@ def test_a_running_mas_run_is_followed_until_it_ends(tmp_path):
 
     from mars_eval.models.base import SamplingParams
     from mars_eval.run.runner import EvalConfig, run_eval
-    from tests.support.run_fixtures import N, FakeModel
+    from tests.support.run_fixtures import FakeModel, N
 
     gate = threading.Semaphore(0)
 
