@@ -266,3 +266,26 @@ def test_a_plain_mas_run_does_not_import_the_viewer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['mars_eval.cli.view_cmds']", out.stdout
+
+
+def test_hostile_lines_are_served_not_crashed(runs, tmp_path):
+    folder, lines = _copy_run(runs, tmp_path)
+    rec = json.loads(lines[0])
+    odd = {**rec, "key": "odd#0", "problem_id": "<script>alert(1)</script>", "latency_s": float("nan")}
+    odd["details"] = {**rec["details"], "score": float("inf")}
+    deep = {"key": "deep#0", "problem_id": "p", "correct": True, "details": {"x": [[[[1]]]]}}
+    for _ in range(70):
+        deep["details"] = {"x": deep["details"]}
+    with open(folder / "samples.jsonl", "ab") as f:
+        f.write((json.dumps(odd) + "\n").encode())  # NaN and Infinity: what json.dumps writes
+        f.write((json.dumps(deep) + "\n").encode())
+        f.write(b"[1, 2]\n\xff\xfe not text\n")
+    root = tmp_path / "out"
+    listing = get([root], "/api/runs")
+    (run,) = listing["runs"]
+    assert run["done"] == len(lines) + 1 and run["skipped_lines"] == 3
+    view = get([root], "/api/sample", run=run["id"], key="odd#0")
+    assert view["fields"]["latency_s"] is None and view["details"]["score"] is None
+    assert view["row"]["problem_id"] == "<script>alert(1)</script>"  # text: the page shows it as such
+    skipped = get([root], "/api/run", run=run["id"])["skipped"]
+    assert [s.split(":")[0] for s in skipped] == [f"line {len(lines) + i}" for i in (2, 3, 4)]

@@ -443,10 +443,23 @@ class RunState:
             or (",".join(c["games"]) if isinstance(c.get("games"), list) else c.get("games")),
             "system": c.get("system") or (c.get("agent") if self.kind == "games" else None),
             "model": c.get("model") or self.summary.get("model") or c.get("agent"),
+            "settings": self.settings(),
             "running": self.running,
             "problem": self.problem,
             **self.stats(),
         }
+
+    def settings(self) -> str:
+        """The configuration in a few words: sampling, seed and the system's own options."""
+        c = self.config
+        params = c.get("params") if isinstance(c.get("params"), dict) else {}
+        names = {"temperature": "T", "max_tokens": "max_tokens", "thinking": "thinking"}
+        bits = [f"{short}={params[k]}" for k, short in names.items() if params.get(k) is not None]
+        skip = {"identity", "task", "data", "system", "engine", "model", "params", "prompts", "command"}
+        skip |= {"call_model", "fingerprint", "protocol", "agent", "games"}
+        plain = (str, int, float, bool)
+        bits += [f"{k}={v}" for k, v in c.items() if k not in skip and isinstance(v, plain)]
+        return _short(" ".join(bits)) or ""
 
     def detail(self) -> dict[str, Any]:
         return {

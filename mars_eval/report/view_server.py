@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,21 @@ async def _headers(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
-    text = json.dumps(data, ensure_ascii=False, default=str, allow_nan=False)
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # NaN or infinity in a line (json.loads reads them): null, as JSON has no such number
+        text = json.dumps(_finite(data), ensure_ascii=False, default=str, allow_nan=False)
     return web.Response(text=text, status=status, content_type="application/json")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _fresh(request: web.Request) -> Catalog:

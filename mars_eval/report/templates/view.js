@@ -82,7 +82,7 @@ async function listPage() {
     rows.push(el("tr", { "data-run": r.id },
       el("td", {}, tick),
       el("td", { class: "l" }, el("a", { href: url("/run", { run: r.id }) }, r.name), r.running ? el("span", { class: "running tag" }, "running") : null, r.reading ? el("span", { class: "tag" }, "reading…") : null, r.problem ? el("span", { class: "bad" }, " " + r.problem) : null),
-      el("td", { class: "l" }, r.kind), el("td", { class: "l" }, r.task ?? ""), el("td", { class: "l" }, r.system ?? ""), el("td", { class: "l" }, r.model ?? ""),
+      el("td", { class: "l" }, r.kind), el("td", { class: "l" }, r.task ?? ""), el("td", { class: "l" }, r.system ?? ""), el("td", { class: "l" }, r.model ?? "", el("div", { class: "meta settings" }, r.settings)),
       el("td", { class: "done" }, r.kind === "train" ? "" : `${num(r.done)} / ${r.planned === null ? "?" : num(r.planned)}`),
       el("td", {}, num(r.errors)), el("td", {}, num(r.cut_replies)), el("td", {}, num(r.no_answer)),
       el("td", { class: "acc" }, acc), el("td", {}, num(tokens(r))), el("td", {}, num(r.calls)),
