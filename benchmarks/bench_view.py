@@ -2,7 +2,7 @@
 
 Writes RUNS run folders of `mad` on arith (SAMPLES samples each: three calls, two debaters and
 a moderator, with REPLY_BYTES replies and thinking, as the run store writes them) and one run of
-BIG samples, then asks the viewer's server (in this process, aiohttp's test server; timed at
+BIG samples (and a second one, for side by side), then asks the viewer's server (in this process, aiohttp's test server; timed at
 the client) for:
 
 - list cold: a fresh server's /api/runs (every folder found, classified and read);
@@ -10,7 +10,7 @@ the client) for:
 - list after one line: /api/runs after one sample was appended to one run;
 - big cold / warm: /api/samples page 1 of the BIG-sample run (cold: its file read for the first
   time), /api/sample of its last sample (the transcript read from its offset), a verdict filter
-  and a text search (which reads every line of the file).
+  and a text search (which reads every line of the file); the two BIG runs side by side.
 
 Each figure is wall seconds and this process's CPU seconds (target < 1 s each on 2 cores).
 Memory: peak Python allocations (tracemalloc) while the BIG run is loaded and its page served,
@@ -155,6 +155,11 @@ async def measure(root: Path, big_id: str, small: Path) -> tuple[dict[str, tuple
             client, "/api/samples", run=big_id, q="arith-1999"
         )
         out["big: run detail"] = await timed(client, "/api/run", run=big_id)
+        other = big_id + "-b"
+        out["big: side by side with another (cold)"] = await timed(client, "/api/compare", a=big_id, b=other)
+        out["big: side by side, every pair, page 2"] = await timed(
+            client, "/api/compare", a=big_id, b=other, only="all", page="2"
+        )
     return out, unread
 
 
@@ -208,6 +213,7 @@ def main() -> None:
         for i in range(args.runs):
             write_run(root / "runs" / f"cell-{i:03d}", f"model-{i}", args.samples, args.reply_bytes, i)
         big_size = write_run(root / "runs" / "big", "big-model", args.big, args.reply_bytes, 7)
+        write_run(root / "runs" / "big-b", "big-model-b", args.big, args.reply_bytes, 8)
         written = time.perf_counter() - t0
         figures, unread = asyncio.run(measure(root, "runs/big", root / "runs" / "cell-000"))
         peak = asyncio.run(memory(root, "runs/big"))
@@ -215,7 +221,7 @@ def main() -> None:
     load = os.getloadavg()
     print(
         f"{args.runs} run folders x {args.samples} samples"
-        f" + one of {args.big} samples ({big_size / 1e6:.1f} MB)"
+        f" + two of {args.big} samples ({big_size / 1e6:.1f} MB each)"
     )
     print(f"written in {written:.1f} s; load average {load[0]:.1f}, cores {os.cpu_count()}")
     print(f"folders not read yet at the first /api/runs (shown from their summary.json): {unread}")

@@ -701,6 +701,9 @@ def sample_view(run: RunState, key: str) -> dict[str, Any] | None:
     }
 
 
+_COMPARED: dict[tuple[str, int, str, int], tuple[dict[str, Any] | None, str | None]] = {}
+
+
 def compare_view(a: RunState, b: RunState, only: str = "disagree") -> dict[str, Any]:
     """Two runs on the same problems, paired as `mars-eval compare` pairs them (by problem id
     and sample index): the paired statistics, and per pair each side's verdict. `only`:
@@ -713,16 +716,23 @@ def compare_view(a: RunState, b: RunState, only: str = "disagree") -> dict[str, 
         out["pairs"] = []
         return out
     ra, rb = a.rows, b.rows
-    try:
-        res = compare_mas(
-            Run(a.path, a.config, a.summary, {r["key"]: r for r in ra}),
-            Run(b.path, b.config, b.summary, {r["key"]: r for r in rb}),
-        )
-        out["stats"] = {k: v for k, v in res.items() if k not in ("changed",)}
-    except ConfigError as exc:
-        out["note"] = str(exc)
-    except ValueError as exc:  # too little to test yet (the runs are filling)
-        out["note"] = f"no paired statistics yet: {exc}"
+    key = (a.id, a.version, b.id, b.version)
+    if key not in _COMPARED:  # the test is redone only when one of the runs changed
+        stats, note = None, None
+        try:
+            res = compare_mas(
+                Run(a.path, a.config, a.summary, {r["key"]: r for r in ra}),
+                Run(b.path, b.config, b.summary, {r["key"]: r for r in rb}),
+            )
+            stats = {k: v for k, v in res.items() if k not in ("changed",)}
+        except ConfigError as exc:
+            note = str(exc)
+        except ValueError as exc:  # too little to test yet (the runs are filling)
+            note = f"no paired statistics yet: {exc}"
+        if len(_COMPARED) >= 16:
+            _COMPARED.pop(next(iter(_COMPARED)))
+        _COMPARED[key] = (stats, note)
+    out["stats"], out["note"] = _COMPARED[key]
     ia = {(r["problem_id"], r["sample"]): r for r in ra}
     ib = {(r["problem_id"], r["sample"]): r for r in rb}
     from mars_eval.analysis.tables import problem_key
