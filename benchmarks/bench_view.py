@@ -1,8 +1,8 @@
 """`mars-eval view`: the list of 200 run folders and a sample page of a 2,000-sample run.
 
 Writes RUNS run folders of `mad` on arith (SAMPLES samples each: three calls, two debaters and
-a moderator, with REPLY_BYTES replies and thinking, as the run store writes them) and one run of
-BIG samples (and a second one, for side by side), then asks the viewer's server (in this process, aiohttp's test server; timed at
+a moderator, with REPLY_BYTES replies and thinking, as the run store writes them) and two runs
+of BIG samples, then asks the viewer's server (in this process, aiohttp's test server; timed at
 the client) for:
 
 - list cold: a fresh server's /api/runs (every folder found, classified and read);
