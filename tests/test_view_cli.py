@@ -11,7 +11,11 @@ import signal
 import socket
 import urllib.request
 
+import pytest
+
 from tests.support.cli import run_cli, start_cli
+
+pytestmark = pytest.mark.cli  # subprocesses of the CLI (said here, not only by conftest's guess)
 
 
 def _one_line_exit_2(args: list[str], words: str) -> None:
