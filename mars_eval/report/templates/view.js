@@ -136,7 +136,7 @@ async function runPage() {
   out.push(el("form", { class: "filters", on: { submit: (e) => { e.preventDefault(); go({ problem: problemBox.value, q: search.value }); } } },
     select, problemBox, search, el("button", { type: "submit" }, "filter")));
   const games = run.kind === "games";
-  const head = el("tr", {}, (games ? ["#", "game", "opponent", "seat", "episode", "outcome", "return", "calls", "tokens", "cut"] : ["#", "problem", "sample", "verdict", "answer", "gold", "agents", "calls", "tokens", "cut"]).map((h) => el("th", { class: "l" }, h)));
+  const head = el("tr", {}, (games ? ["line", "game", "opponent", "seat", "episode", "outcome", "return", "calls", "tokens", "cut"] : ["line", "problem", "sample", "verdict", "answer", "gold", "agents", "calls", "tokens", "cut"]).map((h) => el("th", { class: "l" }, h)));
   const rows = samples.rows.map((r) => {
     const [word, cls] = verdictOf(r);
     const link = el("a", { href: url("/sample", { run: id, key: r.key }) }, games ? r.game : r.problem_id);
