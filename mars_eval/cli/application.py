@@ -267,7 +267,7 @@ def serve(
             stop.wait()
 
 
-from mars_eval.cli import curve_cmds, info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402
+from mars_eval.cli import curve_cmds, info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds, view_cmds  # noqa: E402
 
 for _module in (
     stats_cmds,
@@ -276,6 +276,7 @@ for _module in (
     models_cmds,
     info_cmds,
     curve_cmds,
+    view_cmds,
 ):  # each registers its commands
     _module.register(app)
 
