@@ -139,6 +139,7 @@ def _eval_config(
     from mars_eval.run.options import BY_NAME, checked, config_fields
     from mars_eval.tasks import make_task
     from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS
+    from mars_eval.tasks.registry import task_settings
 
     if system is None:  # the system declaring `run_by_default` (single)
         from mars_eval.mas import default_system
@@ -153,6 +154,9 @@ def _eval_config(
     ids = options.pop("problem_ids", None)
     problem_ids = _text_list("problem_ids", ids) if ids is not None else None
     task_options = {k: _text(k, options.pop(k)) for k in CUSTOM_TASK_FIELDS if k in options}
+    for name, (_task, setting) in task_settings().items():  # --arith-steps and the like
+        if name in options and (value := setting.check(options.pop(name), from_text=False)) is not None:
+            task_options[name] = value
     given = {"system_options": options}
     validate.check_model_and_output(urls, None if served else model, values["output"])
     validate.check_task_paths(task, data_files)

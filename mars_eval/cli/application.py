@@ -43,6 +43,7 @@ CKPT = "the checkpoint's mars_eval.json, else "
 
 @app.command()
 @opt.with_system_options
+@opt.with_task_options
 @opt.with_run_options("mas")
 def mas(
     task: Annotated[
@@ -68,6 +69,7 @@ def mas(
     id_field: opt.IdField = None,
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
+    task_settings: dict | None = None,  # the tasks' declared settings (tasks.registry): --arith-steps
     problem_ids: opt.ProblemIds = None,
     json_out: opt.JsonSummary = False,
     system_options: dict | None = None,
@@ -85,7 +87,7 @@ def mas(
 
     validate.check_task_paths(task, data_files)  # a task file, --data-files: one line if no path
     task = task_with_gpqa_order(task, gpqa_order)
-    options = opt.task_options(given)
+    options = {**(opt.task_options(given) or {}), **opt.task_settings(given)} or None
     make_task(task, **(options or {}))  # a custom-task flag with another task: one line, exit 2
     with gc_paused():  # the runner's imports (aiohttp, the systems), once the input is checked
         from mars_eval.report.console import print_summary_table

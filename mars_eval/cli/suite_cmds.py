@@ -65,6 +65,7 @@ def suite(
     id_field: opt.IdField = None,
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
+    task_settings: dict | None = None,  # the tasks' declared settings (tasks.registry): --arith-steps
     problem_ids: opt.ProblemIds = None,
     system_options: dict | None = None,
 ) -> None:
@@ -95,6 +96,7 @@ def suite(
     if not base_url:
         for m in models:
             validate.check_model_folder(m)
+    from mars_eval.tasks.registry import task_settings as task_settings_declared
     from mars_eval.tasks.task_file import expand_suite_tasks
 
     # each task file (FILE.yaml) is a custom task under its name, with its settings and data
@@ -105,6 +107,12 @@ def suite(
         make_task(tasks[0], **options)
     if options:
         make_task("custom", **options)  # a bad --answer-type: one line, exit 2, before any work
+    settings = opt.task_settings(given)
+    for name, value in settings.items():  # a setting of a task the suite does not run: exit 2
+        owner = task_settings_declared()[name][0]
+        if owner not in tasks:
+            raise ConfigError(f"--{name.replace('_', '-')} is used by --task {owner} only")
+        make_task(owner, **{name: value})  # checked by its declaration
     files = parse_data_files(data_files, tasks, {n: spec.data_files.get(n) for n in spec.named})
     files = {(t if t in spec.named else _gpqa_order(t, gpqa_order)): f for t, f in files.items()}
     tasks = list(dict.fromkeys(t if t in spec.named else _gpqa_order(t, gpqa_order) for t in tasks))
@@ -118,6 +126,7 @@ def suite(
         template=template,
         data_files=files,
         task_options=spec.options,
+        task_settings=settings,
     )
     from mars_eval.run.store import config_hash, held_lock
 
@@ -311,6 +320,6 @@ def _say_skipped(lines: list[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
-    app.command()(opt.with_system_options(opt.with_run_options("suite")(suite)))
+    app.command()(opt.with_system_options(opt.with_task_options(opt.with_run_options("suite")(suite))))
     app.command()(report)
     app.command()(export)

@@ -138,9 +138,18 @@ class EvalConfig:
     def _task_identity(self) -> dict[str, Any]:
         """The custom task's scoring (its fields are in the data hash, through the prompts and
         golds); nothing for the built-in tasks, whose scoring the task name fixes. A task file's
-        name is the identity's `task`."""
+        name is the identity's `task`. A task's declared settings (tasks.registry, e.g.
+        arith_steps) count when they differ from their defaults, so a setting added later keeps
+        every folder's name at its default."""
         if not self.custom:
-            return {}
+            from mars_eval.tasks.registry import lookup
+
+            given = self.task_options or {}
+            return {
+                s.name: given[s.name]
+                for s in lookup(self.task).settings
+                if given.get(s.name) is not None and given[s.name] != s.default
+            }
         return {"answer_type": (self.task_options or {}).get("answer_type") or "math"}
 
     def legacy_identity(self, model_name: str, system: str | None = None) -> dict[str, Any]:

@@ -74,6 +74,8 @@ class SuitePlan:
     # each custom task's settings by name (a task file's, its name among them; "custom": the
     # flags); a task absent here: the template's task_options for `custom`, none for the rest
     task_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the tasks' declared settings given (tasks.registry, --arith-steps): each to the task declaring it
+    task_settings: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_data_files(
@@ -208,10 +210,17 @@ def _matched_later(cell: Cell) -> bool:
 
 
 def _task_options(plan: SuitePlan, task: str) -> dict[str, Any] | None:
-    """The settings of a custom task of the suite (a task file's, or the flags'), else None."""
+    """The settings of a custom task of the suite (a task file's, or the flags'), else the
+    declared settings given that `task` declares (None when none)."""
     if task in plan.task_options:
         return plan.task_options[task] or None
-    return plan.template.task_options if make_task(task).name == "custom" else None
+    built = make_task(task)
+    if built.name == "custom":
+        return plan.template.task_options
+    from mars_eval.tasks.registry import lookup
+
+    own = {s.name for s in lookup(built.name).settings}
+    return {k: v for k, v in plan.task_settings.items() if k in own} or None
 
 
 def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:

@@ -51,13 +51,20 @@ def make_task(
         return task_file.task_from_file(name, tp, given)
     # a task file's task by its name, with its settings (a run's `task_options` hold the name)
     entry = registry.lookup("custom" if given.get("name") == name else name)
-    if given and not entry.options:
-        flag = "--" + next(iter(given)).replace("_", "-")
+    declared = registry.task_settings()
+    for key in given:
+        if key in entry.accepts:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if key in declared:
+            raise ConfigError(f"{flag} is used by --task {declared[key][0]} only")
         owners = [e.name for e in registry.entries() if e.options]
-        raise ConfigError(f"{flag} is used by --task {' or '.join(owners)} only")
-    unknown = sorted(set(given) - set(entry.options))
-    if unknown:
-        raise ConfigError(f"task {entry.name} has no option {unknown[0]!r}")
+        if any(key in e.options for e in registry.entries()):
+            raise ConfigError(f"{flag} is used by --task {' or '.join(owners)} only")
+        raise ConfigError(f"task {entry.name} has no option {key!r}")
+    for setting in entry.settings:
+        if setting.name in given:
+            given[setting.name] = setting.check(given[setting.name])
     return entry.make(tp, **given)
 
 
