@@ -109,6 +109,22 @@ def engine_kwargs(
     return kwargs
 
 
+def sampling_kwargs(settings: GenSettings, cap: int, seed: int, index: int) -> dict[str, Any]:
+    """vLLM SamplingParams keywords of request `index` of a generate call (checked against
+    vLLM's own fields by tests/models/test_vllm_api.py)."""
+    out: dict[str, Any] = dict(
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k if settings.top_k > 0 else -1,
+        max_tokens=cap,
+        logprobs=0,  # only the sampled token's log-prob
+        seed=seed * 100003 + index,  # per request: independent of batch composition
+    )
+    if settings.stop:
+        out.update(stop=list(settings.stop), include_stop_str_in_output=True)
+    return out
+
+
 class VLLMEngine:
     def __init__(
         self,
@@ -156,20 +172,7 @@ class VLLMEngine:
         SamplingParams, TokensPrompt = self.api.SamplingParams, self.api.TokensPrompt  # noqa: N806
         if self.asleep:
             self.wake_up()
-        params = [
-            SamplingParams(
-                temperature=settings.temperature,
-                top_p=settings.top_p,
-                top_k=settings.top_k if settings.top_k > 0 else -1,
-                max_tokens=caps[i],
-                logprobs=0,  # only the sampled token's log-prob
-                seed=seed * 100003 + i,  # per request: independent of batch composition
-                **(
-                    {"stop": list(settings.stop), "include_stop_str_in_output": True} if settings.stop else {}
-                ),
-            )
-            for i in range(len(prompts))
-        ]
+        params = [SamplingParams(**sampling_kwargs(settings, caps[i], seed, i)) for i in range(len(prompts))]
         outputs = self.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
         )
