@@ -170,6 +170,9 @@ def estimate_memory(args: argparse.Namespace) -> int:
         ]
         lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["update"].items()]
         lines.append(f"rollout      {report['rollout_peak_gib']:8.2f} GiB per GPU")
+        lines.append(
+            f"weight push  {report['push_peak_gib']:8.2f} GiB per GPU  (vLLM's weights, one whole parameter)"
+        )
         lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["rollout"].items()]
         if report["vllm_gpu_memory_utilization"] is not None:
             lines.append(f"vllm_gpu_memory_utilization {report['vllm_gpu_memory_utilization']:.2f}")

@@ -41,7 +41,7 @@ CALLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "LLM.collective_rpc": ("sync", ("args",)),
     "LLM.reset_prefix_cache": ("sync", ()),
     "LLM.sleep": ("sync", ("level",)),
-    "LLM.wake_up": ("sync", ()),
+    "LLM.wake_up": ("sync", ("tags",)),  # the weights alone for a push, then the KV cache
 }
 
 
