@@ -46,13 +46,17 @@ from mars_eval.models.pool import (  # the pool's names, importable from here as
     DEFAULT_CONCURRENCY,
     EndpointPool,
     normalize_base_url,
+    read_bounded,
 )
 from mars_eval.models.retry import RETRY_STATUS, RetryPolicy, retry_after_seconds
 from mars_eval.models.wire import (
+    ReplyTooLarge,
     SendError,
     WireRequest,
     loads_reply,
 )
+
+MAX_MODEL_LIST_BYTES = 4 * 1024 * 1024  # GET /models: a few KB from any real server
 
 if TYPE_CHECKING:  # imported where used: the default client needs neither (start-up time)
     import httpx
@@ -228,7 +232,9 @@ class HTTPClient:
             raise EndpointStatusError(response.status_code, response.content)
         data = response.completion
         if data is None:
-            data = decode_completion(response.content, response.headers.get("content-type"))
+            data = decode_completion(
+                response.content, response.headers.get("content-type"), response.status_code
+            )
         if response.lowered_to is not None:
             data["_max_tokens_lowered_to"] = response.lowered_to
         return data
@@ -335,8 +341,12 @@ async def list_models(
         retry_after = None
         try:
             async with probe.get(f"{base}/models", headers=headers) as r:
-                status, body = r.status, await r.read()
+                status, body = r.status, await read_bounded(r, MAX_MODEL_LIST_BYTES)
                 retry_after = retry_after_seconds(r.headers.get("retry-after"))
+        except ReplyTooLarge as exc:  # an endless or huge list: never held whole, never retried
+            raise ConfigError(
+                f"endpoint {base} sent a model list over {MAX_MODEL_LIST_BYTES >> 20} MiB"
+            ) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             if last:
                 raise ConfigError(f"cannot reach endpoint {base} ({type(exc).__name__})") from exc

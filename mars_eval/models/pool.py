@@ -38,6 +38,7 @@ from mars_eval.models.retry import RetryPolicy, retry_after_seconds
 from mars_eval.models.wire import (
     ACCEPT_ENCODING,
     MAX_REPLY_BYTES,
+    ByteBudget,
     ReplyTooLarge,
     SendError,
     SendTimeout,
@@ -73,6 +74,7 @@ class EndpointPool:
         if not base_urls:
             raise ConfigError("no --base-url given")
         self.balancer = Balancer([Endpoint(normalize_base_url(u)) for u in base_urls], concurrency)
+        self.budget = ByteBudget()  # reply bytes received at once, all calls together
         self.policy = RetryPolicy(max_attempts, backoff_base, backoff_max)
         self.fitter = ContextFitter(self._send, lambda: _server_root(self.balancer.pick().base))
         self._transport = transport  # an injected httpx transport (tests); else aiohttp sessions
@@ -222,7 +224,7 @@ class EndpointPool:
             async with session.request(
                 request.method, url, data=request.content, headers=request.headers, timeout=timeout
             ) as resp:
-                raw = await _read_bounded(resp)
+                raw = await read_bounded(resp, budget=self.budget)
                 headers = resp.headers
                 encoding = headers.get("Content-Encoding")
                 if encoding is None:
@@ -272,18 +274,32 @@ class EndpointPool:
 _NOT_FORWARDED = ("host", "content-length", "accept-encoding")  # set per attempt by the pool
 
 
-async def _read_bounded(resp: aiohttp.ClientResponse, limit: int = MAX_REPLY_BYTES) -> bytes:
-    """The reply's body as sent, never more than `limit` bytes held (`ReplyTooLarge`)."""
+async def read_bounded(
+    resp: aiohttp.ClientResponse, limit: int = MAX_REPLY_BYTES, budget: ByteBudget | None = None
+) -> bytes:
+    """The reply's body as sent, never more than `limit` bytes held (`ReplyTooLarge`), nor, with
+    a `budget`, more than it has left while the body arrives (given back once it is read)."""
     length = resp.content_length
-    if length is not None and length <= limit:
-        return await resp.read()  # the parser stops at Content-Length
-    chunks, size = [], 0
-    async for chunk in resp.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise ReplyTooLarge(too_large(limit))
-        chunks.append(chunk)
-    return b"".join(chunks)
+    taken = 0
+    try:
+        if length is not None and length <= limit:
+            if budget is not None:
+                budget.take(length)
+                taken = length
+            return await resp.read()  # the parser stops at Content-Length
+        chunks, size = [], 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise ReplyTooLarge(too_large(limit))
+            if budget is not None:
+                budget.take(len(chunk))
+                taken += len(chunk)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        if budget is not None:
+            budget.give(taken)
 
 
 def _server_root(base: str) -> str:

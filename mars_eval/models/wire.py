@@ -40,6 +40,30 @@ class ReplyTooLarge(SendError):
     """A reply whose body, decoded, is larger than `MAX_REPLY_BYTES`."""
 
 
+MAX_HELD_REPLY_BYTES = 256 * 1024 * 1024  # bodies being received at once, over all calls of a pool
+
+
+class ByteBudget:
+    """The bytes of reply bodies a pool receives at once, over all its calls: a reply that
+    would take the total past `limit` fails its attempt (`ReplyTooLarge`, retried after a
+    backoff, when others have finished) instead of adding to the process's memory. Replies of
+    real servers (kilobytes) never come near it; 512 calls in flight of 60 MB each would."""
+
+    def __init__(self, limit: int = MAX_HELD_REPLY_BYTES) -> None:
+        self.limit = limit
+        self.held = 0
+        self.peak = 0
+
+    def take(self, n: int) -> None:
+        if self.held + n > self.limit:
+            raise ReplyTooLarge(f"replies too large: over {self.limit >> 20} MiB received at once")
+        self.held += n
+        self.peak = max(self.peak, self.held)
+
+    def give(self, n: int) -> None:
+        self.held -= n
+
+
 class ReplyTooDeep(ValueError):
     """A reply whose JSON nests arrays and objects deeper than `MAX_JSON_DEPTH` (or could hold
     more than `MAX_JSON_CONTAINERS` of them)."""
