@@ -29,9 +29,12 @@ from tests.support.cli import cli_env, mars_eval_command  # noqa: E402
 def write_run(folder: Path, model: str, samples: int, reply_bytes: int, seed: int) -> int:
     """A `single` run folder as the store writes it; returns its samples.jsonl size."""
     try:
-        from mars_eval.run.store import _line
-    except ImportError:  # the layout before mars_eval/run/ (for "before" figures)
-        from mars_eval.store import _line
+        from mars_eval.run.sample_log import sample_line as _line
+    except ImportError:  # earlier layouts (for "before" figures): run/store.py, then before run/
+        try:
+            from mars_eval.run.store import _line
+        except ImportError:
+            from mars_eval.store import _line
 
     folder.mkdir(parents=True)
     config = {"task": "arith", "system": "single", "model": model, "seed": 0, "params": {}}

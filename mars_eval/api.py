@@ -139,7 +139,12 @@ def _eval_config(
     from mars_eval.run.options import BY_NAME, checked, config_fields
     from mars_eval.tasks import make_task
     from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS
+    from mars_eval.tasks.registry import task_settings
 
+    if system is None:  # the system declaring `run_by_default` (single)
+        from mars_eval.mas import default_system
+
+        system = default_system()
     _text("system", system, required=True)
     _text("task", task, required=True)
     _text("model", model)
@@ -149,8 +154,12 @@ def _eval_config(
     ids = options.pop("problem_ids", None)
     problem_ids = _text_list("problem_ids", ids) if ids is not None else None
     task_options = {k: _text(k, options.pop(k)) for k in CUSTOM_TASK_FIELDS if k in options}
+    for name, (_task, setting) in task_settings().items():  # --arith-steps and the like
+        if name in options and (value := setting.check(options.pop(name), from_text=False)) is not None:
+            task_options[name] = value
     given = {"system_options": options}
     validate.check_model_and_output(urls, None if served else model, values["output"])
+    validate.check_task_paths(task, data_files)
     [name] = cli_options.check_systems([system], given, served=served or bool(urls))
     make_task(task, **task_options)  # an unknown task, a custom-task field with another: one line
     from mars_eval.run.config import EvalConfig
@@ -169,7 +178,7 @@ def _eval_config(
 
 
 async def evaluate_async(
-    system: str = "single",
+    system: str | None = None,
     task: str = "arith",
     model: str | None = None,
     *,
@@ -194,15 +203,16 @@ async def evaluate_async(
 
 
 def evaluate(
-    system: str = "single",
+    system: str | None = None,
     task: str = "arith",
     model: str | None = None,
     **options: Any,
 ) -> EvalResult:
     """Run (or resume) `system` on `task` with `model` and return the typed result.
 
-    `system`: a registered name or "FILE.py:CLASS"; `task`: a task name or a task YAML file;
-    `model`: a served name (with base_url=...), a hub id, a local folder or a pulled model's name.
+    `system`: a registered name or "FILE.py:CLASS" (None: the system declared the default,
+    single); `task`: a task name or a task YAML file; `model`: a served name (with
+    base_url=...), a hub id, a local folder or a pulled model's name.
     Options: base_url, limit, samples, seed, output, data_files, fresh, concurrency, prompts,
     task_prompt, problem_ids, the sampling settings, thinking, sampling (the preset), and any
     option the system declares (rounds=..., mad_stop=...). Bad input raises ConfigError."""

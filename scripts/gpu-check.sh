@@ -7,13 +7,14 @@
 #                                          WORKDIR/gpu_check_vllm.json
 #
 # Both run one rank under torchrun (NCCL) on a random Qwen3-4B-shaped model written here (no
-# download). Part a's resume check writes a 48 GB checkpoint (fp32 weights + AdamW moments):
-# WORKDIR needs that much free space, or the check says it skipped. What each part checks and
+# download). Part a's resume check writes a 48 GB checkpoint (fp32 weights + AdamW moments);
+# where WORKDIR has less free space it runs on the model cut to the layers that fit (the report
+# says how many). What each part checks and
 # the report's fields: scripts/gpu_check_update.py, scripts/gpu_check_vllm.py, training/README.md
 # ("GPU check"). Exit 0 only when every check passed. Extra key=value settings pass through.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
+PY=${PYTHON:-python3}  # the lent image documents python3
 [ -x .venv/bin/python ] && PY=${PYTHON:-.venv/bin/python}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}  # deterministic cuBLAS (resume check)

@@ -44,7 +44,7 @@ EVALUATE_BAD: list[tuple[dict[str, Any], str]] = [
     ({"base_url": 5}, "base_url must be text or a list of text"),
     ({"base_url": ["http://127.0.0.1:9/v1", 3]}, "base_url must be text or a list of text"),
     ({"model": 7}, "model must be text"),
-    ({"system": None}, "system must be text"),
+    ({"system": 3}, "system must be text"),
     ({"task": 5}, "task must be text"),
     ({"task": "nope"}, "unknown task 'nope'"),
     ({"system": "nope"}, "unknown system 'nope'"),

@@ -69,7 +69,7 @@ def test_final_text_stored_by_reference_is_exported(tmp_path):
     """The store writes a final_text equal to a transcript reply as a reference to it
     (`final_text_from`); export (and the report) read records as the store does, so the
     column holds the text even when transcripts are left out."""
-    from mars_eval.run.store import _line
+    from mars_eval.run.sample_log import sample_line
 
     run = tmp_path / "r"
     run.mkdir()
@@ -83,7 +83,7 @@ def test_final_text_stored_by_reference_is_exported(tmp_path):
         "final_text": "so the answer is 4",
         "transcript": [{"agent": "solver", "content": "so the answer is 4"}],
     }
-    line = _line(rec)
+    line = sample_line(rec)
     assert b"final_text_from" in line  # stored by reference
     (run / "samples.jsonl").write_bytes(line)
     df = export_frame([str(tmp_path)])

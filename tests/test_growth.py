@@ -24,12 +24,12 @@ CONTRIBUTING = (REPO / "docs" / "contributing.md").read_text(encoding="utf-8")
 MODEL = "scripted-model"
 
 
-def example(heading: str) -> str:
-    """The first python block after `heading` in docs/contributing.md."""
+def example(heading: str, which: int = 0) -> str:
+    """The python block number `which` after `heading` in docs/contributing.md."""
     after = CONTRIBUTING.split(heading, 1)[1]
-    match = re.search(r"```python\n(.*?)```", after, re.S)
-    assert match, f"no python block after {heading!r}"
-    return match.group(1)
+    blocks = re.findall(r"```python\n(.*?)```", after, re.S)
+    assert len(blocks) > which, f"no python block {which} after {heading!r}"
+    return blocks[which]
 
 
 def insert_before(path: Path, anchor: str, text: str) -> None:
@@ -104,3 +104,33 @@ def test_old_folders_resume_after_the_worked_examples(system, tmp_path, package_
         assert len(run_dirs(output)) == 3  # a set option is another run
         bad = run_cli([*args, "--repetition-penalty", "nan"], env=env)
         assert bad.returncode == 2 and "--repetition-penalty" in bad.stderr, bad.describe()
+
+
+def test_old_folder_resumes_after_a_shared_run_option(tmp_path, package_copy, scripted_server):
+    data = write_aime_set(tmp_path / "aime.jsonl", n=2)
+    srv = scripted_server(data.policy, model=MODEL)
+    output = tmp_path / "runs"
+    args = mas_args(model=MODEL, base_urls=[srv.base_url], output=output, data_files=data.path)
+    env = cli_env(PYTHONPATH=str(package_copy))
+    assert run_cli(args, env=env).returncode == 0
+    folders, calls = run_dirs(output), len(srv.entries())
+
+    heading = "### Worked example: a shared run option"
+    insert_before(
+        package_copy / "mars_eval/run/options.py", "\n)\n\nBY_NAME", "\n" + example(heading).rstrip("\n")
+    )
+    insert_before(
+        package_copy / "mars_eval/run/config.py", "    matched: dict[str, Any] | None", example(heading, 1)
+    )
+    assert "--max-context" in run_cli(["mas", "--help"], env={**env, "COLUMNS": "250"}).stdout
+
+    again = run_cli(args, env=env)
+    assert again.returncode == 0, again.describe()
+    assert run_dirs(output) == folders and len(srv.entries()) == calls  # resumed, nothing sent
+    config = json.loads((output / folders[0] / "config.json").read_text())
+    assert config["max_context"] == 0  # recorded, though at its default it is not in the hash
+    other = run_cli([*args, "--max-context", "4096"], env=env)
+    assert other.returncode == 0, other.describe()
+    assert len(run_dirs(output)) == 2  # set: another run
+    bad = run_cli([*args, "--max-context", "-1"], env=env)
+    assert bad.returncode == 2 and "--max-context" in bad.stderr, bad.describe()

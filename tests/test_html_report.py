@@ -429,7 +429,7 @@ def test_links_survive_a_page_name_with_url_characters(runs, tmp_path):
     assert 'href="../../my%20report%231.html#grid"' in sample
 
 
-def test_debate_dynamics_leave_scorer_failures_out_instead_of_counting_them_wrong(monkeypatch):
+def test_debate_dynamics_leave_scorer_failures_out_instead_of_counting_them_wrong():
     """A scorer error is no wrong answer: an answer the scorer fails on is left out of the
     per-round rates and of the changes of mind, and counted as unscored."""
     from types import SimpleNamespace
@@ -453,9 +453,9 @@ def test_debate_dynamics_leave_scorer_failures_out_instead_of_counting_them_wron
                 raise ScorerError("timed out")
             return answer == gold
 
-    monkeypatch.setattr(tasks, "make_task", lambda name: Flaky())
     rec = {"gold": "4", "details": {"answers_by_round": [["4", "7", "5"], ["4", "7", "7"]]}}
-    cell = SimpleNamespace(task="arith", system="debate", run=SimpleNamespace(records=[rec]), accuracy=1.0)
+    run = SimpleNamespace(records=[rec], make_task=Flaky)  # the run's task (RunDir.make_task)
+    cell = SimpleNamespace(task="arith", system="debate", run=run, accuracy=1.0)
     dyn = report_data.debate_dynamics(cell)
     assert dyn.accuracy_by_round == [1 / 2, 1 / 1]  # "7" is neither right nor wrong
     assert dyn.scorer_errors == 3

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYER = {
     "textsafe": 0,
     "gc_pause": 0,
+    "paths": 1,  # check_path: raises models.base.ConfigError
     "models": 1,
     "prompts": 1.5,
     "tasks": 2,

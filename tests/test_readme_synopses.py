@@ -69,7 +69,7 @@ def cli_options(name: str) -> tuple[dict[str, bool], set[str]]:
 
 
 @pytest.mark.parametrize(
-    "name", ["mas", "games", "compare", "plan", "suite", "report", "export", "serve", "curve"]
+    "name", ["mas", "games", "compare", "plan", "suite", "report", "export", "serve", "curve", "view"]
 )
 def test_mars_eval_synopsis_matches_help(name):
     text = synopsis(f"mars-eval {name}")

@@ -114,8 +114,8 @@ def test_a_reply_stored_raw_by_an_older_version_is_cleaned_when_read(tmp_path):
     store = RunStore(tmp_path / "run", {})
     key = RunStore.call_key("m", [{"role": "user", "content": "q"}], SamplingParams())
     raw = json.dumps(ChatResponse(content="a \ud800 b").to_dict())  # ASCII JSON holding "\\ud800"
-    store._db.execute("INSERT INTO calls VALUES (?, ?)", (key, raw))
-    store._call_keys.add(key)
+    store.calls.db.execute("INSERT INTO calls VALUES (?, ?)", (key, raw))
+    store.calls.keys.add(key)
     got = store.get_call(key)
     assert got.content == "a \ufffd b"
     store.append({"key": "p#0", "error": None, "transcript": [{"content": got.content}]})  # no crash

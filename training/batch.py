@@ -32,6 +32,14 @@ class Turn:
     extra: dict = field(default_factory=dict)
 
 
+def by_trajectory(turns: list[Turn]) -> dict[tuple[int, int], list[Turn]]:
+    """(episode, seat) -> that trajectory's turns in order (first-seen order of trajectories)."""
+    out: dict[tuple[int, int], list[Turn]] = {}
+    for t in turns:
+        out.setdefault((t.episode, t.seat), []).append(t)
+    return {key: sorted(ts, key=lambda t: t.index) for key, ts in out.items()}
+
+
 def build_rows(
     prompts: list[list[int]], responses: list[list[int]], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -22,7 +22,7 @@ import sys
 from mars_eval.cli.help_format import RichHelpParser
 from mars_eval.cli.validate import check_train_output
 from mars_eval.models.base import ConfigError
-from mars_eval.run.failures import BAD_INPUT, INTERRUPTED, OK
+from mars_eval.run.failures import BAD_INPUT, INTERRUPTED, OK, Interruptions
 from mars_eval.textsafe import plain
 from training.config import PRESETS, SAFE_CHANGES, build_config, derived, parse_overrides, validate
 
@@ -170,6 +170,9 @@ def estimate_memory(args: argparse.Namespace) -> int:
         ]
         lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["update"].items()]
         lines.append(f"rollout      {report['rollout_peak_gib']:8.2f} GiB per GPU")
+        lines.append(
+            f"weight push  {report['push_peak_gib']:8.2f} GiB per GPU  (vLLM's weights, one whole parameter)"
+        )
         lines += [f"  {k:34s}{v:8.2f}" for k, v in report["breakdown"]["rollout"].items()]
         if report["vllm_gpu_memory_utilization"] is not None:
             lines.append(f"vllm_gpu_memory_utilization {report['vllm_gpu_memory_utilization']:.2f}")
@@ -206,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     apply_cpu_thread_policy()  # before torch loads (a passive OpenMP wait: mars_eval.models.threads)
     from training import distributed as dist
 
-    if not dist.launched_by_torchrun():
-        return _main(argv)
+    if not dist.launched_by_torchrun():  # under torchrun SIGTERM is the agent's: left as it is
+        return _main(argv, Interruptions().install())
     try:
         code = _main(argv)
     except SystemExit as exc:  # argparse's --help / usage errors
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.exit_process(code, clean=code in (0, 3, 4))
 
 
-def _main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         from importlib.metadata import version
@@ -248,9 +251,10 @@ def _main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:  # found only once work started (e.g. a model that will not load)
         print(f"mars-train: error: {plain(exc)}", file=sys.stderr)
         return BAD_INPUT
-    except KeyboardInterrupt:
-        print("mars-train: interrupted; rerun with --resume to continue", file=sys.stderr)
-        return INTERRUPTED
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM handled as it (exit 143)
+        what = "terminated (SIGTERM)" if signals is not None and signals.terminated else "interrupted"
+        print(f"mars-train: {what}; rerun with --resume to continue", file=sys.stderr)
+        return signals.exit_code() if signals is not None else INTERRUPTED
 
 
 if __name__ == "__main__":

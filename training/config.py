@@ -11,6 +11,7 @@ reference: 384 = 3 games x 64 two-player episodes), split evenly over `games` an
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -112,6 +113,12 @@ class TrainConfig:
     top_k: int = 100
     max_new_tokens: int = 4096
     gen_batch_size: int = 64  # prompts per generate() call (transformers engine)
+    # where the transformers engine takes behaviour log-probs: "score" (a second pass, the
+    # trainer's own layout) or "generate" (the sampling pass's logits; training/engines/hf_engine.py)
+    engine_logprobs: str = "score"
+    # a reply also ends at "</answer>" (kept): nothing after the answer is sampled or trained on;
+    # off as the reference (its replies end at the end-of-turn token)
+    stop_at_answer: bool = False
     # --- schedule, eval, output ---
     save_every: int = 20
     keep_last: int = 2  # step-N checkpoints kept (the newest); 0: all. initial and final always stay
@@ -145,6 +152,14 @@ class TrainConfig:
     warmstart_epochs: int = 2
     warmstart_lr: float = 3e-3
     warmstart_batch_size: int = 32
+    # --- format warm start of a pretrained model (training/warm_start.py): supervised steps on
+    # legal moves in the rollout's own prompts before the first RL step; 0 steps: off (the
+    # reference presets: the reference has no such phase)
+    format_warmstart_steps: int = 0
+    format_warmstart_batch_size: int = 8
+    format_warmstart_lr: float = 1e-4
+    format_warmstart_eval_every: int = 10  # held-out invalid-move rate every N steps
+    format_warmstart_eval_positions: int = 32
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes carried into metrics
 
     def to_dict(self) -> dict[str, Any]:
@@ -277,6 +292,13 @@ PRESETS: dict[str, dict[str, Any]] = {
     # docs/training.md "Transfer curve".
     "smol": dict(
         model="smollm2-135m-instruct",
+        # format before reward (issue 40): at step 0 no reply is a well-formed legal move, so
+        # every advantage is 0; 40 supervised steps on legal moves first (training/warm_start.py)
+        format_warmstart_steps=40,
+        format_warmstart_batch_size=8,
+        format_warmstart_lr=1e-4,
+        engine_logprobs="generate",  # no second scoring pass (6.9 of 51.5 s a step)
+        stop_at_answer=True,
         engine="transformers",
         dtype="float32",
         device="cpu",
@@ -499,6 +521,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         "normalization": ("reference", "return_mean", "global"),
         "lr_schedule": ("cosine", "constant"),
         "batch_composition": ("oversample", "fixed"),
+        "engine_logprobs": ("score", "generate"),
     }
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
@@ -589,11 +612,38 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
             "reward_clip, advantage_clip, kl_clamp, forfeit_tokens, sequence_length, rollout_envs, "
             "keep_last must be >= 0"
         )
+    if cfg.format_warmstart_steps < 0:
+        raise ConfigError(f"format_warmstart_steps must be >= 0 (got {cfg.format_warmstart_steps}; 0: off)")
+    for name in (
+        "format_warmstart_batch_size",
+        "format_warmstart_eval_every",
+        "format_warmstart_eval_positions",
+    ):
+        if getattr(cfg, name) < 1:
+            raise ConfigError(f"{name} must be >= 1 (got {getattr(cfg, name)})")
+    if not (cfg.format_warmstart_lr > 0 and math.isfinite(cfg.format_warmstart_lr)):
+        raise ConfigError(f"format_warmstart_lr must be a finite number > 0 (got {cfg.format_warmstart_lr})")
+    if cfg.format_warmstart_steps and cfg.enable_thinking:
+        raise ConfigError(
+            "format_warmstart_steps needs enable_thinking=false (its targets are direct answers: "
+            "with thinking on it would teach the model to skip it)"
+        )
+    if cfg.format_warmstart_steps and cfg.model == TINY_MODEL:
+        raise ConfigError(
+            "format_warmstart_steps is for a pretrained model; the tiny model has its own warm start"
+        )
+    if cfg.engine_logprobs == "generate" and cfg.engine != "transformers":
+        raise ConfigError("engine_logprobs=generate is for engine=transformers (vLLM returns its own)")
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
     from mars_eval.run.curve import spec_of
 
     spec_of(cfg.to_dict())  # the transfer curve's games and MAS entries (one line when bad)
+
+
+def stop_strings(cfg: TrainConfig) -> tuple[str, ...]:
+    """What else ends a reply besides the end-of-turn token (`stop_at_answer`)."""
+    return ("</answer>",) if cfg.stop_at_answer else ()
 
 
 def rollout_envs(cfg: TrainConfig) -> int:

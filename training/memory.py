@@ -39,7 +39,11 @@ The model is analytical. Every term is bytes per GPU:
       master weights, AdamW moments, reference model as above (gradients are freed after the
       update; torch's cache is emptied before vLLM wakes up)
       vLLM                           gpu_memory_utilization x G (weights, activations, KV cache)
-      runtime
+      runtime                        (the margin the auto share leaves: RUNTIME_GIB)
+    push (after the update, before the next rollout):
+      master weights, AdamW moments, reference model, runtime as above
+      vLLM's weights                 b P (woken alone: the KV cache wakes after the push)
+      largest parameter              b V H, gathered whole (the embedding)
 
     A (bf16, per token, one Qwen3 decoder layer) = 16 H + 8 I + 10 (q + kv) + 10 heads + 8
       (q = heads x head_dim, kv = kv_heads x head_dim; counted from the tensors the layer saves:
@@ -280,19 +284,27 @@ def estimate(
     rollout["vllm"] = share * gpu_gib if vllm else 0.0
     b = BYTES[cfg.dtype]
     vllm_free = rollout["vllm"] * GIB - shape.params * b
-    update_peak, rollout_peak = sum(update.values()), sum(rollout.values())
+    # the weight push (training/engines/vllm_engine.py): vLLM's weights awake, its KV cache not
+    # yet, and one whole parameter gathered in the compute dtype (the largest: the embedding)
+    push = {k: update[k] for k in resident}
+    push["runtime"] = update["runtime"]
+    push["vllm_weights"] = shape.params * b / GIB if vllm else 0.0
+    push["largest_parameter"] = shape.vocab * shape.hidden * b / GIB if vllm or own_copy else 0.0
+    update_peak, rollout_peak, push_peak = sum(update.values()), sum(rollout.values()), sum(push.values())
     return {
         "model": cfg.model,
         "world_size": world_size,
         "gpu_memory_gib": gpu_gib,
         "update_peak_gib": round(update_peak, 2),
         "rollout_peak_gib": round(rollout_peak, 2),
-        "fits": max(update_peak, rollout_peak) <= gpu_gib and share > 0,
+        "push_peak_gib": round(push_peak, 2),
+        "fits": max(update_peak, rollout_peak, push_peak) <= gpu_gib and share > 0,
         # the setting (0 = auto: the largest share that fits beside what training keeps resident)
         "vllm_gpu_memory_utilization": share if vllm else None,
         "breakdown": {
             "update": {k: round(v, 3) for k, v in update.items()},
             "rollout": {k: round(v, 3) for k, v in rollout.items()},
+            "push": {k: round(v, 3) for k, v in push.items()},
         },
         "assumptions": {
             "longest_row_tokens": row,

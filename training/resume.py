@@ -62,6 +62,15 @@ def make_initial(initial: Path, cfg: TrainConfig, out: Path, log: Callable[[str]
     else:
         tok = AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch_dtype(cfg.dtype))
+        if cfg.format_warmstart_steps:
+            from training.warm_start import format_warmstart
+
+            stats = format_warmstart(
+                model, tok, cfg, pack=resolve_prompts(cfg.prompts)[1], log=log,
+                metrics_path=out / "warmstart.jsonl",
+            )  # fmt: skip
+            (out / "warmstart.json").write_text(json.dumps(stats, indent=2) + "\n")
+            log(f"format warm start done in {stats['format_warmstart_s']:.0f}s")
     ckpt.save_checkpoint(
         initial, state_dict=model.state_dict(), model=model, tokenizer=tok, eval_meta=checkpoint_meta(cfg)
     )

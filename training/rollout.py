@@ -110,6 +110,47 @@ def render_reference_chat(messages: list[dict], thinking: bool) -> str:
     return "".join(parts) + ("<think>\n" if thinking else "<answer>")
 
 
+def seat_messages(
+    style: str,
+    ep: Any,
+    seat: int,
+    replies: list[str],
+    chats: dict[int, list[dict]],
+    pack: PromptPack | None,
+) -> list[dict]:
+    """What `seat` is sent this turn: compact, the position alone; reference, the reference
+    environments' chat rebuilt from the seat's earlier `replies`; full, the seat's chat in
+    `chats` grown by this observation (its earlier replies appended by the caller)."""
+    if style == "compact":
+        return ep.messages(seat, "compact", pack=pack)
+    if style == "reference":
+        return ep.messages(seat, "reference", replies, pack)
+    chat = chats.get(seat)
+    if chat is None:
+        chat = chats[seat] = [{"role": "system", "content": ep.system_prompt(seat, "full", pack)}]
+    chat.append({"role": "user", "content": ep.observation(seat, "full", pack)})
+    return chat
+
+
+def render_prompt(tok: Any, messages: list[dict], style: str, thinking: bool) -> list[int]:
+    """The prompt tokens of `messages` as the rollout renders them (reference style: the
+    reference's own ChatML with the forced reply start; else the model's chat template)."""
+    if style == "reference":
+        text = render_reference_chat(messages, thinking)
+    else:
+        text = tok.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, enable_thinking=thinking
+        )
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def reply_prefill(style: str, thinking: bool) -> str:
+    """What the prompt forces at the start of the reply (reference style only)."""
+    if style != "reference":
+        return ""
+    return "<think>\n" if thinking else "<answer>"
+
+
 def plan_episodes(
     games: tuple[str, ...],
     trajectories_per_game: int,
@@ -178,27 +219,10 @@ class RolloutWorker:
 
     # --- prompts ---------------------------------------------------------------------------
     def _messages(self, live: _Live, seat: int) -> list[dict]:
-        ep = live.episode
-        if self.style == "compact":
-            return ep.messages(seat, "compact", pack=self.pack)
-        if self.style == "reference":  # the reference environments' chat, rebuilt each turn
-            return ep.messages(seat, "reference", live.replies[seat], self.pack)
-        chat = live.chats.get(seat)
-        if chat is None:
-            chat = live.chats[seat] = [
-                {"role": "system", "content": ep.system_prompt(seat, "full", self.pack)}
-            ]
-        chat.append({"role": "user", "content": ep.observation(seat, "full", self.pack)})
-        return chat
+        return seat_messages(self.style, live.episode, seat, live.replies[seat], live.chats, self.pack)
 
     def render(self, messages: list[dict]) -> list[int]:
-        if self.style == "reference":
-            text = render_reference_chat(messages, self.enable_thinking)
-        else:
-            text = self.tok.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=False, enable_thinking=self.enable_thinking
-            )
-        return self.tok(text, add_special_tokens=False)["input_ids"]
+        return render_prompt(self.tok, messages, self.style, self.enable_thinking)
 
     def reply_caps(self, prompts: list[list[int]]) -> list[int] | None:
         """Each reply's token limit: max_new_tokens, or fewer when the sequence has fewer left
@@ -210,10 +234,7 @@ class RolloutWorker:
         return [max(min(limit, self.sequence_length - len(p)), 1) for p in prompts]
 
     def reply_prefill(self) -> str:
-        """What the prompt forces at the start of the reply (reference style only)."""
-        if self.style != "reference":
-            return ""
-        return "<think>\n" if self.enable_thinking else "<answer>"
+        return reply_prefill(self.style, self.enable_thinking)
 
     # --- the loop --------------------------------------------------------------------------
     def play(self, specs: list[EpisodeSpec], seed: int) -> tuple[list[Turn], list[EpisodeResult]]:

@@ -5,11 +5,11 @@ One step (`Trainer.train_step`, top to bottom in this file):
   2. gather every rank's trajectory rewards and token counts and compute the advantages over
      the whole batch (training/advantages.py): one value per response token;
   3. (optional) recompute behaviour log-probs with the policy; reference log-probs for k3 KL;
-  4. `ppo_epochs` passes: the trajectories (or turns, loss_agg=turn) shuffled and split into
-     `minibatches` optimizer steps, each micro-batched with gradient accumulation
-     (training/loss.py), gradient-norm clipping, AdamW on fp32 master weights with bf16
-     compute (training/precision.py), warmup + cosine counted in optimizer steps
-     (training/optim.py);
+  4. the PPO update (training/update.py, its formulas there and in training/loss.py):
+     `ppo_epochs` passes, the trajectories (or turns, loss_agg=turn) shuffled and split into
+     `minibatches` optimizer steps, each micro-batched with gradient accumulation,
+     gradient-norm clipping, AdamW on fp32 master weights with bf16 compute
+     (training/precision.py), warmup + cosine counted in optimizer steps (training/optim.py);
   5. push the new weights into the engine (training/weight_sync.py); log metrics
      (metrics.jsonl + TensorBoard, training/tracking.py); evaluate and save on schedule
      (training/evaluate.py, training/resume.py).
@@ -28,11 +28,8 @@ placeholder micro-batch whose loss is multiplied by 0 rather than skipping a cal
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,84 +41,20 @@ from mars_eval.run.failures import OK, SOME_ERRORED, STOPPED_EARLY
 from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
-from training.batch import Turn, build_rows, gather_response, pack_rows, per_token, turn_token_advantages
-from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs
+from training.batch import Turn, by_trajectory
+from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs, stop_strings
 from training.engines import GenSettings
 from training.live import LiveView, one_line
-from training.loss import ppo_loss, token_logprobs
 from training.optim import make_optimizer
-from training.precision import compute_context, fsdp_mp_policy, torch_dtype
+from training.precision import fsdp_mp_policy, torch_dtype
 from training.rewards import RewardShaping
 from training.tracking import MetricsLog, Tracker
+from training.update import Learner, NonFiniteLoss, max_over_ranks, placeholder_rows, ppo_update
 from training.weight_sync import make_engine, push_weights
 
 # The game stack (OpenSpiel: composition, rollout, evaluate, preflight) is imported where it is
 # used, so that the update alone runs where only torch and transformers are installed
 # (scripts/gpu_check_update.py on a lent GPU image; tests/training/test_gpu_check.py checks it).
-
-
-class NonFiniteLoss(RuntimeError):
-    pass
-
-
-@dataclass
-class _UpdateStats:
-    """Sums over one update's micro-batches (token-weighted loss statistics)."""
-
-    sums: dict[str, float] = field(default_factory=dict)
-    loss_tokens: float = 0.0
-    row_tokens: int = 0
-    entropy_sum: float = 0.0
-    entropy_n: int = 0
-    grad_norms: list[float] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)
-
-    def add(self, stats: dict[str, float], row_tokens: int, entropy_sum: float, entropy_n: int) -> None:
-        k = stats["tokens"]
-        for key, v in stats.items():
-            if key != "tokens":
-                self.sums[key] = self.sums.get(key, 0.0) + v * k
-        self.loss_tokens += k
-        self.row_tokens += row_tokens
-        self.entropy_sum += entropy_sum
-        self.entropy_n += entropy_n
-
-    @classmethod
-    def merged(cls, ranks: list[_UpdateStats]) -> _UpdateStats:
-        """Every rank's sums in one (the row covers the whole batch, not rank 0's share): token
-        sums add up; each optimizer step's loss is the mean over ranks (what FSDP's averaged
-        gradient is the gradient of); the gradient norm is already global (rank 0's)."""
-        out = cls(grad_norms=list(ranks[0].grad_norms))
-        for r in ranks:
-            for k, v in r.sums.items():
-                out.sums[k] = out.sums.get(k, 0.0) + v
-            out.loss_tokens += r.loss_tokens
-            out.row_tokens += r.row_tokens
-            out.entropy_sum += r.entropy_sum
-            out.entropy_n += r.entropy_n
-        out.losses = [sum(step) / len(ranks) for step in zip(*(r.losses for r in ranks), strict=True)]
-        return out
-
-    def summary(self, elapsed: float, lr: float) -> dict[str, float]:
-        out = {k: v / max(1, self.loss_tokens) for k, v in self.sums.items()}
-        out.update(
-            loss=sum(self.losses) / max(1, len(self.losses)),
-            grad_norm=sum(self.grad_norms) / max(1, len(self.grad_norms)),
-            entropy=self.entropy_sum / max(1, self.entropy_n),
-            update_s=elapsed,
-            update_tokens_per_s=self.row_tokens / max(elapsed, 1e-9),
-            lr=lr,
-            optimizer_steps=float(len(self.grad_norms)),
-        )
-        return out
-
-
-def _by_trajectory(turns: list[Turn]) -> dict[tuple[int, int], list[Turn]]:
-    """(episode, seat) -> that trajectory's turns in order (first-seen order of trajectories)."""
-    out: dict[tuple[int, int], list[Turn]] = {}
-    for t in turns:
-        out.setdefault((t.episode, t.seat), []).append(t)
-    return {key: sorted(ts, key=lambda t: t.index) for key, ts in out.items()}
 
 
 class Trainer:
@@ -201,7 +134,7 @@ class Trainer:
         self.metrics = MetricsLog(self.out / "metrics.jsonl", tracker, enabled=self.rank == 0)
         self.metrics.trim(self.start_step)
         self.worker = self._rollout_worker(
-            GenSettings(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens)
+            GenSettings(cfg.temperature, cfg.top_p, cfg.top_k, cfg.max_new_tokens, stop_strings(cfg))
         )
         self.eval_worker = self._rollout_worker(self._eval_settings())
 
@@ -268,7 +201,7 @@ class Trainer:
         (top_p/top_k) at the checkpoint's temperature and max_tokens (resume.checkpoint_meta)."""
         cfg = self.cfg
         p = SamplingParams.for_mode(cfg.enable_thinking, temperature=cfg.eval_temperature)
-        return GenSettings(cfg.eval_temperature, p.top_p, p.top_k, cfg.eval_max_tokens)
+        return GenSettings(cfg.eval_temperature, p.top_p, p.top_k, cfg.eval_max_tokens, stop_strings(cfg))
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> int:
@@ -392,7 +325,7 @@ class Trainer:
         everyone = dist.all_gather_objects((mine if lay.keeps_rollouts else None, elapsed, memory))
         shares = [m for m, _, _ in everyone if m is not None]
         metrics = rollout_metrics_of([s for m in shares for s in m[0]], [r for m in shares for r in m[1]])
-        metrics |= _max_over_ranks([mem for _, _, mem in everyone])
+        metrics |= max_over_ranks([mem for _, _, mem in everyone])
         metrics |= composition_metrics(kept, finished, cfg.games)
         slowest = max(e for _, e, _ in everyone)
         metrics["rollout_s"] = slowest
@@ -408,7 +341,7 @@ class Trainer:
     def assign_advantages(self, turns: list[Turn]) -> dict[str, float]:
         """Gather (rank, episode, seat) trajectories from all ranks, compute the advantages over
         the whole batch (the same statistics on every rank) and set them on this rank's turns."""
-        local = _by_trajectory(turns)
+        local = by_trajectory(turns)
         summary = [
             (key, ts[0].game, [t.reward for t in ts], [max(1, len(t.response_ids)) for t in ts])
             for key, ts in local.items()
@@ -439,165 +372,28 @@ class Trainer:
             trajs, estimator=cfg.advantage, normalization=cfg.normalization, gamma=cfg.gamma
         )
 
-    def _batches(
-        self, turns: list[Turn], generator: torch.Generator
-    ) -> list[tuple[int, list[list[tuple[Turn, int]]]]]:
-        """Shuffle the loss units (whole trajectories as the reference, or single turns with
-        loss_agg=turn), split them into `minibatches` optimizer steps, and each step's turns
-        into micro-batches (the same count on every rank, padded with empty ones). Each step is
-        (units in it, micro-batches of (turn, token count of its unit))."""
-        cfg = self.cfg
-        units = [[t] for t in turns] if cfg.loss_agg == "turn" else list(_by_trajectory(turns).values())
-        order = torch.randperm(len(units), generator=generator).tolist()
-        shuffled = [units[i] for i in order]
-        per_mb = math.ceil(len(shuffled) / cfg.minibatches) if shuffled else 0
-        out = []
-        for m in range(cfg.minibatches):
-            mb_units = shuffled[m * per_mb : (m + 1) * per_mb]
-            rows = [(t, sum(len(u.response_ids) for u in unit)) for unit in mb_units for t in unit]
-            groups = pack_rows(_lengths(t for t, _ in rows), cfg.micro_batch_size, cfg.micro_batch_tokens)
-            micros = [[rows[i] for i in g] for g in groups]
-            n = dist.all_reduce_max(len(micros))
-            out.append((len(mb_units), micros + [[] for _ in range(n - len(micros))]))
-        return out
+    def _learner(self) -> Learner:
+        return Learner(
+            self.cfg,
+            self.policy,
+            self.reference,
+            self.opt,
+            self.sched,
+            self.device,
+            self.layout,
+            self.tok.pad_token_id,
+            getattr(self, "_placeholder", []),  # set by rollout (a test may update without one)
+        )
 
     def _policy_ctx(self):
-        cfg = self.cfg
-        return compute_context(self.device, cfg.dtype, cfg.master_dtype, sharded=self.layout.sharded)
+        return self._learner().policy_context()
 
     def _tensors(self, turns: list[Turn]):
-        ids, attn, mask = build_rows(
-            [t.prompt_ids for t in turns], [t.response_ids for t in turns], self.tok.pad_token_id
-        )
-        return ids.to(self.device), attn.to(self.device), mask.to(self.device)
-
-    @torch.no_grad()
-    def _old_and_ref_logprobs(self, turns: list[Turn]) -> None:
-        """Behaviour log-probs recomputed by the policy (recompute_logprobs) and the reference
-        model's, per response token, into each turn (micro-batched; equal counts on all ranks)."""
-        cfg = self.cfg
-        groups = pack_rows(_lengths(turns), cfg.micro_batch_size, cfg.micro_batch_tokens)
-        n = dist.all_reduce_max(len(groups))
-        for i in range(n):
-            real = i < len(groups)
-            chunk = [turns[j] for j in groups[i]] if real else self._placeholder  # equal collective counts
-            ids, attn, mask = self._tensors(chunk)
-            if cfg.recompute_logprobs:
-                with self._policy_ctx():
-                    logp, _ = token_logprobs(
-                        self.policy,
-                        ids,
-                        attn,
-                        cfg.logprob_temperature,
-                        mask=mask,
-                        chunk_size=cfg.logprob_chunk,
-                    )
-                for t, vals in zip(chunk, gather_response(logp.float().cpu(), mask.cpu()), strict=True):
-                    if real:
-                        t.extra["engine_logprobs"] = t.behaviour_logprobs
-                        t.behaviour_logprobs = vals
-            if self.reference is not None:
-                ref, _ = token_logprobs(
-                    self.reference,
-                    ids,
-                    attn,
-                    cfg.logprob_temperature,
-                    mask=mask,
-                    chunk_size=cfg.logprob_chunk,
-                )
-                for t, vals in zip(chunk, gather_response(ref.float().cpu(), mask.cpu()), strict=True):
-                    if real:
-                        t.extra["ref_logprobs"] = vals
+        return self._learner().tensors(turns)
 
     def update(self, turns: list[Turn], step: int) -> dict[str, float]:
-        """`ppo_epochs` x `minibatches` optimizer steps over this rollout batch (module docstring)."""
-        cfg = self.cfg
-        probe = dist.MemoryProbe(self.device)
-        self.policy.train()
-        self._old_and_ref_logprobs(turns)
-        gen = torch.Generator().manual_seed(derive_seed(cfg.seed, "shuffle", step, self.rank))
-        acc = _UpdateStats()
-        t0 = time.perf_counter()
-        for _epoch in range(cfg.ppo_epochs):
-            for n_units, micro_batches in self._batches(turns, gen):
-                self._optimizer_step(n_units, micro_batches, step, acc)
-                if cfg.schedule_unit == "optimizer":
-                    self.sched.step()
-        if cfg.schedule_unit == "rollout":
-            self.sched.step()
-        self.opt.zero_grad(set_to_none=True)  # no gradients held through the rollout (vLLM's memory)
-        everyone = dist.all_gather_objects((acc, time.perf_counter() - t0, probe.read("update")))
-        merged = _UpdateStats.merged([a for a, _, _ in everyone])
-        summary = merged.summary(max(e for _, e, _ in everyone), lr=self.sched.get_last_lr()[0])
-        return summary | _max_over_ranks([m for _, _, m in everyone])
-
-    def _optimizer_step(
-        self, n_units: int, micro_batches: list[list[tuple[Turn, int]]], step: int, acc: _UpdateStats
-    ) -> None:
-        """Accumulate the micro-batches' gradients, clip, check finiteness on every rank, step."""
-        self.opt.zero_grad(set_to_none=True)
-        loss = sum((self._micro_step(micro, n_units, acc) for micro in micro_batches), 0.0)
-        gn = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.grad_clip)
-        gn = float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn)
-        if not dist.all_finite(loss) or not dist.all_finite(gn):
-            self.opt.zero_grad(set_to_none=True)
-            raise NonFiniteLoss(f"non-finite loss ({loss}) or grad norm ({gn}) at step {step}")
-        self.opt.step()
-        acc.grad_norms.append(gn)
-        acc.losses.append(loss)
-
-    def _micro_step(self, micro: list[tuple[Turn, int]], n_units: int, acc: _UpdateStats) -> float:
-        """Forward and backward of one micro-batch (gradients accumulate); returns its loss.
-
-        An empty micro-batch (this rank has fewer than another) runs a placeholder row with its
-        loss multiplied by 0: it joins FSDP's collectives and contributes nothing. With vLLM
-        tensor parallelism only 1 rank in `tp` holds data while FSDP averages over all ranks,
-        so a real micro-batch's loss is multiplied by `tp`."""
-        cfg = self.cfg
-        placeholder = not micro
-        pairs = micro or [(t, max(1, len(t.response_ids))) for t in self._placeholder]
-        rows = [t for t, _ in pairs]
-        ids, attn, mask = self._tensors(rows)
-        cpu_mask = mask.cpu()
-        old = per_token([t.behaviour_logprobs for t in rows], cpu_mask).to(self.device)
-        adv = per_token([turn_token_advantages(t) for t in rows], cpu_mask).to(self.device)
-        ref = None
-        if self.reference is not None:
-            # (a placeholder row of a rank with nothing to train has no ref_logprobs)
-            ref_rows = [t.extra.get("ref_logprobs", t.behaviour_logprobs) for t in rows]
-            ref = per_token(ref_rows, cpu_mask).to(self.device)
-        with self._policy_ctx():
-            logp, ent = token_logprobs(
-                self.policy,
-                ids,
-                attn,
-                cfg.logprob_temperature,
-                with_entropy=True,
-                mask=mask,
-                chunk_size=cfg.logprob_chunk,
-            )
-        loss, stats = ppo_loss(
-            logp,
-            old,
-            adv,
-            mask,
-            clip_eps=cfg.clip_eps,
-            dual_clip=cfg.dual_clip,
-            ref_logp=ref,
-            kl_coef=cfg.kl_coef,
-            kl_clamp=cfg.kl_clamp,
-            num_sequences=max(1, n_units),
-            row_tokens=torch.tensor([float(n) for _, n in pairs], device=self.device),
-        )
-        if placeholder:
-            loss = loss * 0.0
-        elif self.layout.tp > 1:
-            loss = loss * self.layout.tp
-        loss.backward()
-        if placeholder:
-            return 0.0
-        acc.add(stats, int(attn.sum()), float((ent * mask).sum()), int(mask.sum()))
-        return float(loss.detach())
+        """The PPO update of this rollout batch (training/update.py)."""
+        return ppo_update(self._learner(), turns, step, self.rank)
 
     def push_weights(self) -> None:
         """The updated policy into the rollout engine (collective under FSDP: every rank)."""
@@ -637,33 +433,6 @@ class Trainer:
         out = summarize([s for s in shares if s is not None])
         out["eval_s"] = time.perf_counter() - t0
         return out
-
-
-def placeholder_rows(turns: list[Turn], game: str, pad_id: int | None) -> list[Turn]:
-    """One turn to run (with zero weight) when this rank has no micro-batch of its own: its first
-    turn, or a one-token stand-in when it holds none."""
-    if turns:
-        return turns[:1]
-    tok = pad_id if pad_id is not None else 0
-    return [
-        Turn(
-            game, seat=0, episode=-1, index=0, prompt_ids=[tok], response_ids=[tok], behaviour_logprobs=[0.0]
-        )
-    ]
-
-
-def _max_over_ranks(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Per key, the largest value any rank reported (memory peaks)."""
-    out: dict[str, float] = {}
-    for row in rows:
-        for k, v in row.items():
-            out[k] = max(v, out.get(k, v))
-    return out
-
-
-def _lengths(turns: Iterable[Turn]) -> list[int]:
-    """Row lengths (prompt + response tokens) for micro-batch packing."""
-    return [len(t.prompt_ids) + len(t.response_ids) for t in turns]
 
 
 def _set_advantage(turn: Turn, value: Any) -> None:

@@ -91,4 +91,6 @@ def make_engine(
         eos_ids=list(dict.fromkeys(eos)),
         batch_size=cfg.gen_batch_size,
         score_batch_size=cfg.micro_batch_size,
+        logprobs_from=cfg.engine_logprobs,
+        tokenizer=tokenizer,
     )

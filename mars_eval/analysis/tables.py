@@ -11,13 +11,25 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import stats
 from mars_eval.run.rundirs import RunDir
 
-SYSTEM_ORDER = ("single", "mad", "autogen", "debate", "vote")  # the paper's rows, then the rest
+
+def system_order(systems: list[str]) -> list[str]:
+    """Distinct systems in the tables' row order, as the systems declare it (`table_order`, in
+    mas.registry: the paper's rows first), then the rest by name."""
+    from mars_eval.mas import ordered_systems
+
+    return ordered_systems(systems)
+
+
+def system_rank(systems: list[str]) -> dict[str, int]:
+    """system -> its row index in `system_order` (a sort key)."""
+    return {s: i for i, s in enumerate(system_order(systems))}
 
 
 @dataclass
@@ -77,13 +89,15 @@ def _weight(run: RunDir) -> tuple[int, float]:
 def pick_runs(runs: list[RunDir]) -> tuple[dict[tuple[str, str, str], RunDir], list[RunDir]]:
     """One run per (model, system, task) cell, and the runs left out. When a folder holds several
     runs of one cell (other settings: seed, sampling, data), the one with the most scored samples
-    is shown, the newest on a tie; `report` names every run it leaves out."""
+    is shown, the newest on a tie; `report` names every run it leaves out. The task of a key is
+    its column (`task_columns`): two datasets of a custom task are never one cell."""
     chosen: dict[tuple[str, str, str], RunDir] = {}
     left: list[RunDir] = []
+    columns = task_columns(runs)
     for run in runs:
         if run.kind != "mas":
             continue
-        key = (run.model, run.system, run.task)
+        key = (run.model, run.system, columns[run.path])
         if key not in chosen:
             chosen[key] = run
         elif _weight(run) >= _weight(chosen[key]):
@@ -92,6 +106,30 @@ def pick_runs(runs: list[RunDir]) -> tuple[dict[tuple[str, str, str], RunDir], l
         else:
             left.append(run)
     return chosen, sorted(left, key=lambda r: str(r.path))
+
+
+def task_columns(runs: list[RunDir]) -> dict[Path, str]:
+    """The column (the cells' task) of each mas run: its task's name, except for a custom task
+    (`--task custom` or a task file: the user's own data) whose runs hold several datasets, where
+    each dataset is a column of its own, "NAME · data HASH" (the identity's data hash, which
+    covers the problems, prompts and golds). A built-in task's runs share one column."""
+    datasets: dict[str, set[str]] = defaultdict(set)
+    for run in runs:
+        if run.kind == "mas" and run.custom:
+            datasets[run.task].add(_dataset(run))
+    return {
+        run.path: f"{run.task} · data {_dataset(run)[:8]}"
+        if run.custom and len(datasets[run.task]) > 1
+        else run.task
+        for run in runs
+        if run.kind == "mas"
+    }
+
+
+def _dataset(run: RunDir) -> str:
+    """What tells a custom run's data apart: the identity's data hash (a folder made before it
+    recorded one: its data path)."""
+    return str(run.config.get("data") or run.config.get("data_files") or "?")
 
 
 def mas_cells(runs: list[RunDir]) -> list[MasCell]:
@@ -152,7 +190,7 @@ def compare_to_first(cells: list[MasCell], models: list[str]) -> list[Comparison
     if len(models) < 2:
         return out
     base = models[0]
-    for system in ordered([c.system for c in cells], list(SYSTEM_ORDER)):
+    for system in system_order([c.system for c in cells]):
         for task in ordered([c.task for c in cells]):
             a = by_key.get((base, system, task))
             if a is None:
@@ -223,7 +261,7 @@ def paper_table(
     tasks = ordered([c.task for c in cells], tasks)
     by_key = {(c.model, c.system, c.task): c for c in cells}
     rows = []
-    for system in ordered([c.system for c in cells], list(SYSTEM_ORDER)):
+    for system in system_order([c.system for c in cells]):
         for model in models:
             if not any((model, system, t) in by_key for t in tasks):
                 continue

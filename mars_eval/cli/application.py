@@ -43,13 +43,14 @@ CKPT = "the checkpoint's mars_eval.json, else "
 
 @app.command()
 @opt.with_system_options
+@opt.with_task_options
 @opt.with_run_options("mas")
 def mas(
     task: Annotated[
         str,
         typer.Option(help=opt.TASKS_HELP),
     ],
-    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = "single",
+    system: Annotated[str, typer.Option(help=opt.SYSTEMS_HELP)] = opt.DEFAULT_SYSTEM,
     model: Annotated[
         str | None, typer.Option(help="Served model name, hub id or local folder", show_default=MODEL_DEFAULT)
     ] = None,
@@ -68,6 +69,7 @@ def mas(
     id_field: opt.IdField = None,
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
+    task_settings: dict | None = None,  # the tasks' declared settings (tasks.registry): --arith-steps
     problem_ids: opt.ProblemIds = None,
     json_out: opt.JsonSummary = False,
     system_options: dict | None = None,
@@ -83,8 +85,9 @@ def mas(
     [system] = opt.check_systems([system], given, served=bool(base_url) or serve)
     from mars_eval.tasks import make_task, task_with_gpqa_order
 
+    validate.check_task_paths(task, data_files)  # a task file, --data-files: one line if no path
     task = task_with_gpqa_order(task, gpqa_order)
-    options = opt.task_options(given)
+    options = {**(opt.task_options(given) or {}), **opt.task_settings(given)} or None
     make_task(task, **(options or {}))  # a custom-task flag with another task: one line, exit 2
     with gc_paused():  # the runner's imports (aiohttp, the systems), once the input is checked
         from mars_eval.report.console import print_summary_table
@@ -195,11 +198,15 @@ def games(
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
     from mars_eval.cli.games_cmds import games_command
+    from mars_eval.run.games_config import check_options
     from mars_eval.run.rundirs import expand_models
 
     models = expand_models(model, served=bool(base_url))
     for one in models or [None]:
         validate.check_model_and_output(base_url, one if agent is None else None, output)
+    shared = dict(episodes=episodes, seed=seed, concurrency=concurrency, max_tokens=max_tokens)
+    shared.update(temperature=temperature, request_timeout=request_timeout, max_attempts=max_attempts)
+    check_options(**shared)  # before any work; games_command's configs check them all again
     code = games_command(
         games=games,
         train=train,
@@ -262,7 +269,7 @@ def serve(
             stop.wait()
 
 
-from mars_eval.cli import curve_cmds, info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds  # noqa: E402
+from mars_eval.cli import curve_cmds, info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds, view_cmds  # noqa: E402
 
 for _module in (
     stats_cmds,
@@ -271,6 +278,7 @@ for _module in (
     models_cmds,
     info_cmds,
     curve_cmds,
+    view_cmds,
 ):  # each registers its commands
     _module.register(app)
 
@@ -304,9 +312,14 @@ def _usage_message(exc: UsageError) -> str:
 def main() -> None:
     """Console entry point. Exit codes (mars_eval.cli.exitcodes): 0 all scored, 3 finished with errored
     samples, 2 bad input (ConfigError: one line; click's usage errors), 1 unexpected (a run folder
-    that cannot be written mid-run is one line too)."""
+    that cannot be written mid-run is one line too), 130 Ctrl-C and 143 SIGTERM (what finished is
+    kept)."""
+    from mars_eval.paths import os_error_line
+    from mars_eval.run.failures import Interruptions
     from mars_eval.run.store import StoreError
     from mars_eval.textsafe import plain
+
+    signals = Interruptions().install()  # SIGTERM stops a run as Ctrl-C does (exit 143)
 
     # Library progress bars would bury ours (and the one-line errors) under noise.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
@@ -326,8 +339,15 @@ def main() -> None:
     except StoreError as exc:
         print(f"error: {plain(exc)}", file=sys.stderr)
         sys.exit(exitcodes.UNEXPECTED)
-    if code == INTERRUPTED:  # Ctrl-C (typer turns it into exit 130): finished work is on disk
-        print("interrupted: what finished is kept; run the same command again to resume", file=sys.stderr)
+    except (OSError, ValueError) as exc:  # a path past the checks (read from a file): NUL, too long
+        line = os_error_line(exc)
+        if line is None:
+            raise
+        print(f"error: {plain(line)}", file=sys.stderr)
+        sys.exit(exitcodes.BAD_INPUT)
+    if code == INTERRUPTED:  # Ctrl-C or SIGTERM (typer: exit 130): finished work is on disk
+        print(signals.line(), file=sys.stderr)
+        code = signals.exit_code()
     sys.exit(code if isinstance(code, int) else 0)
 
 

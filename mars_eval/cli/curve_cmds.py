@@ -4,13 +4,14 @@ resumed) over its checkpoints. The work is mars_eval.run.curve's; this module de
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from mars_eval.cli import exitcodes
+from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
+from mars_eval.paths import check_path
 
 
 def _mas_items(values: list[str] | None) -> list[Any] | None:
@@ -21,7 +22,7 @@ def _mas_items(values: list[str] | None) -> list[Any] | None:
     items: list[Any] = []
     for value in values:
         if value.endswith(".toml"):
-            path = Path(value)
+            path = check_path(value, "--mas", "file")
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except OSError as exc:
@@ -68,17 +69,16 @@ def curve(
         list[int] | None,
         typer.Option(help="Only this checkpoint step (repeatable)", show_default="all"),
     ] = None,
-    engine: Annotated[str, typer.Option(help="In-process engine: auto, transformers, vllm")] = "auto",
+    engine: opt.run_flag("engine", "curve") = opt.run_default("engine"),
 ) -> None:
     """Evaluate every checkpoint of a training run (games and multi-agent systems), resuming."""
     from rich.console import Console
 
     from mars_eval.run.curve import read_settings, run_curve, spec_of
+    from mars_eval.run.options import BY_NAME
     from mars_eval.textsafe import shown
 
-    root = Path(train_dir)
-    if not root.is_dir():
-        raise ConfigError(f"{train_dir!r} is not a folder")
+    root = check_path(train_dir, "TRAIN_DIR", "dir")
     settings = dict(read_settings(root))
     given = {"curve_games": games, "curve_opponents": opponents, "curve_episodes": episodes}
     settings.update({k: v for k, v in given.items() if v is not None})
@@ -89,8 +89,7 @@ def curve(
     items = _mas_items(mas)
     if items is not None:
         settings["mas_eval"] = items
-    if engine not in ("auto", "transformers", "vllm"):
-        raise ConfigError(f"--engine {engine!r}: choose auto, transformers or vllm")
+    BY_NAME["engine"].check(engine)  # a backend of models.backends
     console = Console(stderr=True)
     done, errored = run_curve(
         root,

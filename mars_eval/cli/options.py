@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mars_eval.mas import all_option_specs, system_names
+from mars_eval.mas import all_option_specs, default_system, system_names
+from mars_eval.models.base import ConfigError
 from mars_eval.tasks.custom import FIELDS as CUSTOM_TASK_FIELDS  # the custom task's flags, by name
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def _task_list() -> str:
 
 TASKS_HELP = _task_list()
 SYSTEMS_HELP = ", ".join(system_names()) + ", or FILE.py:CLASS"
+DEFAULT_SYSTEM = default_system()  # `mas` without --system: the system declaring `run_by_default`
 
 GpqaOrder = Annotated[
     str,
@@ -166,6 +168,57 @@ def task_options(opts: Mapping[str, Any]) -> dict[str, Any] | None:
     return given or None
 
 
+def task_settings(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The tasks' declared settings given (with_task_options), by name."""
+    return dict(opts.get(TASK_SETTINGS) or {})
+
+
+TASK_SETTINGS = "task_settings"  # the parameter a command gets the tasks' declared settings in
+
+
+def with_task_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A typer command with a flag for every setting a task declares (tasks.registry, e.g.
+    --arith-steps) added where it declares `task_settings`; it gets those given (not None) by
+    name in that parameter. make_task refuses one that the chosen task does not declare."""
+    from mars_eval.tasks.registry import task_settings
+
+    hints = typing.get_type_hints(command, include_extras=True)
+    own = inspect.signature(command)
+    declared = task_settings()
+    added = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                setting.type | None,
+                typer.Option(
+                    help=f"--task {task}: {setting.help}"
+                    + (f", {setting.range_text}" if setting.range_text else ""),
+                    show_default=setting.shown_default,
+                ),
+            ],
+        )
+        for name, (task, setting) in declared.items()
+    ]
+    params: list[inspect.Parameter] = []
+    for p in own.parameters.values():
+        if p.name == TASK_SETTINGS:
+            params.extend(added)
+        else:
+            params.append(p.replace(annotation=hints.get(p.name, p.annotation), kind=p.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {k: v for k in declared if (v := kwargs.pop(k)) is not None}
+        return command(**kwargs, task_settings=values)
+
+    wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the new signature, not the command's
+    return wrapper
+
+
 def problem_ids(value: str | None) -> list[str] | None:
     """--problem-ids a,b,c -> ["a", "b", "c"] (ConfigError when it names none)."""
     if value is None:
@@ -280,5 +333,17 @@ def check_systems(systems: list[str], opts: Mapping[str, Any], *, served: bool) 
     check_unused(names, given)
     for name in names:
         cls = system_class(name)
-        cls.check(cls.make_options(**options_for(name, given)), served=served)
+        options = cls.make_options(**options_for(name, given))
+        if cls.__module__.startswith("mars_eval."):
+            cls.check(options, served=served)
+            continue
+        from mars_eval.mas.system import checked_max_calls
+
+        try:  # the user's own system: its hooks run now, and their failure is one line
+            cls.check(options, served=served)
+            checked_max_calls(cls(options))
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"system {name!r}: {type(exc).__name__}: {exc}") from None
     return names

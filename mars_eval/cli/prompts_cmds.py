@@ -46,6 +46,7 @@ def import_pack(
     """Build the pack `mars` or `maslab` from a local checkout (its files are read, never run) and
     store it in the user's data folder ($XDG_DATA_HOME/mars-eval/prompts)."""
     from mars_eval.models.base import ConfigError
+    from mars_eval.paths import check_path
     from mars_eval.prompts import save_pack
     from mars_eval.prompts.importers import import_mars, import_maslab
     from mars_eval.textsafe import plain
@@ -53,6 +54,7 @@ def import_pack(
     importers = {"mars": import_mars, "maslab": import_maslab}
     if source not in importers:
         raise ConfigError(f"unknown source {source!r}; choose one of: {', '.join(importers)}")
+    check_path(path, "PATH", "dir")
     pack = importers[source](path)
     where = save_pack(pack)
     commit = pack.source.get("commit") or "unknown (not a git checkout)"

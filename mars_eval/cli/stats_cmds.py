@@ -26,6 +26,10 @@ def compare(
 ) -> None:
     """Compare two runs on the same problems (or game episodes): paired delta, 95% CI, p-value."""
     from mars_eval.analysis.compare import compare_command
+    from mars_eval.paths import check_path
+
+    check_path(run_a, "RUN_A", "dir")
+    check_path(run_b, "RUN_B", "dir")
 
     raise typer.Exit(compare_command(run_a, run_b, json_out=json_out, seed=seed))
 

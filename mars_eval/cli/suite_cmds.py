@@ -65,6 +65,7 @@ def suite(
     id_field: opt.IdField = None,
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
+    task_settings: dict | None = None,  # the tasks' declared settings (tasks.registry): --arith-steps
     problem_ids: opt.ProblemIds = None,
     system_options: dict | None = None,
 ) -> None:
@@ -95,18 +96,26 @@ def suite(
     if not base_url:
         for m in models:
             validate.check_model_folder(m)
+    from mars_eval.tasks.registry import task_settings as task_settings_declared
     from mars_eval.tasks.task_file import expand_suite_tasks
 
-    # a task file (FILE.yaml) is the task custom with its flags: its data files, its settings
-    task, data_files, options = expand_suite_tasks(task, data_files, opt.task_options(given))
-    tasks = list(dict.fromkeys(make_task(t).name for t in task))
+    # each task file (FILE.yaml) is a custom task under its name, with its settings and data
+    spec = expand_suite_tasks(task, opt.task_options(given))
+    tasks = list(dict.fromkeys(t if t in spec.named else make_task(t).name for t in spec.tasks))
+    options = spec.options.get("custom")  # the custom-task flags: --task custom's
     if options and "custom" not in tasks:  # "--answer-type is used by --task custom only": exit 2
         make_task(tasks[0], **options)
     if options:
         make_task("custom", **options)  # a bad --answer-type: one line, exit 2, before any work
-    files = parse_data_files(data_files, tasks)
-    files = {_gpqa_order(t, gpqa_order): f for t, f in files.items()}
-    tasks = list(dict.fromkeys(_gpqa_order(t, gpqa_order) for t in tasks))
+    settings = opt.task_settings(given)
+    for name, value in settings.items():  # a setting of a task the suite does not run: exit 2
+        owner = task_settings_declared()[name][0]
+        if owner not in tasks:
+            raise ConfigError(f"--{name.replace('_', '-')} is used by --task {owner} only")
+        make_task(owner, **{name: value})  # checked by its declaration
+    files = parse_data_files(data_files, tasks, {n: spec.data_files.get(n) for n in spec.named})
+    files = {(t if t in spec.named else _gpqa_order(t, gpqa_order)): f for t, f in files.items()}
+    tasks = list(dict.fromkeys(t if t in spec.named else _gpqa_order(t, gpqa_order) for t in tasks))
     template = opt.eval_config(
         values, given, task=tasks[0], task_options=options, problem_ids=opt.problem_ids(problem_ids)
     )
@@ -116,6 +125,8 @@ def suite(
         tasks=tasks,
         template=template,
         data_files=files,
+        task_options=spec.options,
+        task_settings=settings,
     )
     from mars_eval.run.store import config_hash, held_lock
 
@@ -242,12 +253,14 @@ def export(
     ] = False,
 ) -> None:
     """One row per sample (mas) or episode (games), the run's configuration as config.* columns."""
-    from mars_eval.cli import validate
+    from mars_eval.paths import check_path
     from mars_eval.report.export import export as write_export
     from mars_eval.report.export import output_format
 
     output_format(out)
-    validate.check_output_dir(str(Path(out).parent or "."), "--out")
+    for d in dirs:
+        check_path(d, "DIR", "dir")
+    check_path(out, "--out", "output_file")
     skipped: list[str] = []
     rows = write_export(dirs, out, transcripts, skipped)
     _say_skipped(skipped)
@@ -278,15 +291,14 @@ def report(
     ] = None,
 ) -> None:
     """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""
-    from mars_eval.cli import validate
+    from mars_eval.paths import check_path
     from mars_eval.report.build import build_report, report_format
 
     fmt = report_format(out, fmt)
     for d in dirs:
-        if not Path(d).is_dir():
-            raise ConfigError(f"{d!r} is not a folder")
+        check_path(d, "DIR", "dir")
     if out is not None:
-        validate.check_output_dir(str(Path(out).parent or "."), "--out")
+        check_path(out, "--out", "output_file")
     skipped: list[str] = []
     console = Console(stderr=True)
 
@@ -308,6 +320,6 @@ def _say_skipped(lines: list[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
-    app.command()(opt.with_system_options(opt.with_run_options("suite")(suite)))
+    app.command()(opt.with_system_options(opt.with_task_options(opt.with_run_options("suite")(suite))))
     app.command()(report)
     app.command()(export)

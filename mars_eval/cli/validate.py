@@ -9,11 +9,11 @@ the terminal.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from mars_eval.models.base import ConfigError
+from mars_eval.paths import check_path, path_problem, shown_path
 
 # Files that make a folder a Hugging Face checkpoint (transformers and vLLM read these).
 _WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "*.pt", "*.gguf")
@@ -53,20 +53,7 @@ def check_base_urls(urls: list[str] | None) -> None:
 def check_output_dir(path: str, flag: str = "--output") -> None:
     """`path` is a folder we can write in, or one we can create: a file in the way, or a parent
     that is a file or read-only, is found here rather than after the model has loaded."""
-    target = Path(path).expanduser()
-    if target.exists():
-        if not target.is_dir():
-            raise ConfigError(f"{flag} {path!r} is a file, not a folder")
-        if not os.access(target, os.W_OK | os.X_OK):
-            raise ConfigError(f"{flag} {path!r}: folder is not writable")
-        return
-    parent = target.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise ConfigError(f"{flag} {path!r} cannot be created: {str(parent)!r} is a file")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path!r} cannot be created: {str(parent)!r} is not writable")
+    check_path(path, flag, "output_dir")
 
 
 def check_train_output(path: str) -> None:
@@ -105,12 +92,20 @@ def check_model_folder(model: str | None) -> None:
         return
     from mars_eval.models.pull import resolve_model
 
+    problem = path_problem(model)
+    if problem is not None:
+        raise ConfigError(f"--model {shown_path(model)} {problem}")
     model = resolve_model(model)  # a registry name: its pulled folder (unpulled: names the pull command)
     path = Path(model).expanduser()
     if not path.exists():
         if looks_like_path(model):
             raise ConfigError(f"--model {model!r}: no such model folder")
-        from mars_eval.models.hub import check_hub_model
+        from mars_eval.models.hub import check_hub_model, model_cached
+        from mars_eval.models.pull import did_you_mean
+
+        hint = did_you_mean(model) if "/" not in model else ""
+        if hint and not model_cached(model):  # a typo of a named model, not a hub id
+            raise ConfigError(f"--model {model!r} is no named model, local folder or hub id{hint}")
 
         check_hub_model(model)  # a hub id: cached, or the hub reachable (else one line now)
         return
@@ -134,6 +129,17 @@ def check_model_and_output(base_urls: list[str] | None, model: str | None, outpu
     if not base_urls:
         check_model_folder(model)
     check_output_dir(output)
+
+
+def check_task_paths(task: str, data_files: str | None) -> None:
+    """A task file (`--task FILE.yaml`) is a readable file; `--data-files` can be a path at all
+    (its reader says whether it is a file, `tasks.loading`)."""
+    from mars_eval.tasks.task_file import is_task_file
+
+    if is_task_file(task):
+        check_path(task, "--task", "file")
+    if data_files is not None and (problem := path_problem(data_files)) is not None:
+        raise ConfigError(f"--data-files {shown_path(data_files)} {problem}")
 
 
 def check_choice(flag: str, value: str, choices: tuple[str, ...]) -> None:

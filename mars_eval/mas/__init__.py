@@ -8,10 +8,15 @@ from typing import Any
 from mars_eval.mas.registry import (
     all_option_specs,
     check_unused,
+    default_match_system,
+    default_system,
     make_system,
     options_for,
+    ordered_systems,
     register,
     system_class,
+    system_debaters,
+    system_family,
     system_names,
 )
 from mars_eval.mas.system import System, option
@@ -21,11 +26,16 @@ __all__ = [
     "System",
     "all_option_specs",
     "check_unused",
+    "default_match_system",
+    "default_system",
     "make_system",
     "option",
     "options_for",
+    "ordered_systems",
     "register",
     "system_class",
+    "system_debaters",
+    "system_family",
     "system_for",
     "system_names",
 ]

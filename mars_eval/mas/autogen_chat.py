@@ -64,6 +64,7 @@ class AutoGenChat(System):
     """A two-agent AutoGen conversation; see the module docstring for the options."""
 
     name = "autogen"
+    table_order = 2
     summary = "AutoGen (MASLab): assistant and user proxy, until TERMINATE or the most assistant turns"
     protocol = 2  # the MASLab conversation by default
 

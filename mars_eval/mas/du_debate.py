@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from mars_eval.mas.base import SampleContext, SystemResult, majority
 from mars_eval.mas.registry import register
-from mars_eval.mas.system import System, option
+from mars_eval.mas.system import DEBATE_FAMILY, System, option
 from mars_eval.mas.util import gather_or_cancel
 from mars_eval.models.base import Message
 from mars_eval.tasks.base import Problem, Task
@@ -39,6 +39,8 @@ AGGREGATOR = "aggregator"
 @register
 class DuDebate(System):
     name = "debate"
+    table_order = 3
+    family = DEBATE_FAMILY  # its details record answers_by_round
     summary = "Du et al. debate: agents answer, read each other, answer again"
     protocol = 2  # --rounds counts answer rounds, the first included
 

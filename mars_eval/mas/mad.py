@@ -90,7 +90,7 @@ from typing import Any
 
 from mars_eval.mas.base import SampleContext, SystemResult
 from mars_eval.mas.registry import register
-from mars_eval.mas.system import System, option
+from mars_eval.mas.system import DEBATE_FAMILY, System, option
 from mars_eval.mas.util import debate_question
 from mars_eval.mas.verdict import (
     Verdict,
@@ -166,6 +166,10 @@ class MADDebate(System):
     # moderator's memory holds its de-fenced reply.
     protocol = 4
     counts = MAD_COUNTS
+    table_order = 1
+    family = DEBATE_FAMILY
+    debaters = (AFFIRMATIVE, NEGATIVE)  # the two sides, as the transcript names them
+    matched_by_default = True  # vote without --votes matches mad's calls per sample (the paper)
 
     @dataclass(frozen=True)
     class Options:

@@ -1,7 +1,9 @@
 """The system registry: the only way systems are found.
 
 Built-in systems register themselves with `@register` when their module is imported (the list
-`BUILTIN_MODULES` says which modules hold them, in the order `list` shows them). Others come
+`BUILTIN_MODULES` says which modules hold them, in the order `list` shows them). What tables and
+reports know of systems (their order, family, debaters, the default matched system) is read
+from the systems' declarations here (`ordered_systems`, `system_family`, ...). Others come
 from an installed package's entry point (group `mars_eval.systems`, `name = "pkg.module:Class"`)
 or from a file: `--system path/to/file.py:ClassName`.
 """
@@ -11,8 +13,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import re
 import sys
-from pathlib import Path
 from typing import Any
 
 from mars_eval.mas.system import OptionSpec, System, option_specs
@@ -29,6 +31,9 @@ BUILTIN_MODULES = (
     "macnet",
 )
 ENTRY_POINT_GROUP = "mars_eval.systems"
+# A system's name is part of its run folders' names: one path part, never "/" or "..".
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+-]*(\.[A-Za-z0-9_+-]+)*")
+MAX_NAME = 64
 
 _SYSTEMS: dict[str, type[System]] = {}
 _loaded = False
@@ -40,6 +45,12 @@ def register(cls: type[System]) -> type[System]:
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls.__name__} must declare a `name`")
+    if len(name) > MAX_NAME or not SAFE_NAME.fullmatch(name):
+        shown = repr(name[:MAX_NAME]) + ("..." if len(name) > MAX_NAME else "")
+        raise TypeError(
+            f"{cls.__name__}.name {shown} is not a safe name (it names run folders): letters, digits "
+            f"and _ + - . only, no '/' or '..', at most {MAX_NAME} characters"
+        )
     option_specs(cls.Options)
     other = _SYSTEMS.get(name)
     if other is not None and other is not cls and other.__qualname__ != cls.__qualname__:
@@ -60,11 +71,14 @@ def _load_builtins() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             cls = ep.load()
-        except Exception as exc:  # a broken plug-in must not take the built-ins down
+        except (Exception, SystemExit) as exc:  # a broken plug-in must not take the built-ins down
             print(f"warning: system entry point {ep.name!r} did not load: {exc}", file=sys.stderr)
             continue
         if isinstance(cls, type) and issubclass(cls, System):
-            register(cls)
+            try:
+                register(cls)
+            except Exception as exc:
+                print(f"warning: system entry point {ep.name!r} is not usable: {exc}", file=sys.stderr)
 
 
 def system_names() -> tuple[str, ...]:
@@ -77,6 +91,46 @@ def system_names() -> tuple[str, ...]:
         return modules.index(module) if module in modules else len(modules)
 
     return tuple(sorted(_SYSTEMS, key=place))  # stable: a module's systems in definition order
+
+
+def ordered_systems(names: list[str] | tuple[str, ...]) -> list[str]:
+    """Distinct system names in table order: those declaring a `table_order` by it, then the
+    rest by name (a name that is not registered, such as a file's system not loaded now, too)."""
+
+    def key(name: str) -> tuple[int, float, str]:
+        rank = _declared(name, "table_order", None)
+        return (0, rank, name) if isinstance(rank, int | float) else (1, 0, name)
+
+    return sorted(dict.fromkeys(names), key=key)
+
+
+def system_family(name: str) -> str | None:
+    """The `family` a system declares ("debate"), None for none or an unknown system."""
+    return _declared(name, "family", None)
+
+
+def system_debaters(name: str) -> tuple[str, ...]:
+    """The transcript agents whose answers a debate system's rounds hold (`debaters`)."""
+    return tuple(_declared(name, "debaters", ()))
+
+
+def default_match_system() -> str:
+    """The system a compute-matched run is matched to unless --match-system names one: the one
+    declaring `matched_by_default` (the first in listed order if several do), else the first."""
+    names = system_names()
+    return next((n for n in names if _SYSTEMS[n].matched_by_default), names[0])
+
+
+def default_system() -> str:
+    """The system run when none is named: the one declaring `run_by_default`, else the first."""
+    names = system_names()
+    return next((n for n in names if _SYSTEMS[n].run_by_default), names[0])
+
+
+def _declared(name: str, attribute: str, default: Any) -> Any:
+    _load_builtins()
+    cls = _SYSTEMS.get(name)
+    return getattr(cls, attribute, default) if cls is not None else default
 
 
 def system_class(spec: str) -> type[System]:
@@ -96,32 +150,39 @@ def system_class(spec: str) -> type[System]:
 
 def _from_file(spec: str) -> type[System]:
     """A system class from a Python file of the user's own (their code, run as any plug-in is)."""
+    from mars_eval.paths import check_path
+
     path_text, _, class_name = spec.rpartition(":")
-    path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"--system {spec}: no such file {path}")
+    path = check_path(path_text, "--system", "file")
+    shown = f"{path_text[:120]!r}:{class_name[:80]}"
     module_name = f"mars_eval_user_system_{abs(hash(str(path.resolve())))}"
     module = sys.modules.get(module_name)
     if module is None:
         loader_spec = importlib.util.spec_from_file_location(module_name, path)
         if loader_spec is None or loader_spec.loader is None:
-            raise ConfigError(f"--system {spec}: cannot import {path}")
+            raise ConfigError(f"--system {shown}: cannot import it")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[module_name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() at import is no system either
             del sys.modules[module_name]
-            raise ConfigError(
-                f"--system {spec}: importing {path} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else _one_line(exc)
+            raise ConfigError(f"--system {shown}: importing it failed: {what}") from None
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, System)):
-        raise ConfigError(f"--system {spec}: {path} has no System subclass named {class_name!r}")
+        raise ConfigError(f"--system {shown}: no System subclass named {class_name[:80]!r}")
     try:
         return register(cls)
-    except TypeError as exc:  # e.g. a name a built-in system has
-        raise ConfigError(f"--system {spec}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # a bad declaration: a name in use, an option without default
+        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else _one_line(exc)
+        raise ConfigError(f"--system {shown}: {what}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """`exc` as one short line: its type and the first line of its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
 def all_option_specs() -> dict[str, list[tuple[str, OptionSpec]]]:

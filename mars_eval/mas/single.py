@@ -11,6 +11,8 @@ from mars_eval.tasks.base import Problem, Task
 @register
 class SingleAgent(System):
     name = "single"
+    table_order = 0  # the paper's first row
+    run_by_default = True  # what `mas` runs without --system
     summary = "one agent answers once (the baseline)"
 
     async def solve(self, problem: Problem, task: Task, ctx: SampleContext) -> SystemResult:

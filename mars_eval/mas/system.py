@@ -36,6 +36,9 @@ from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.tasks.base import Problem, Task
 
+# The family of debates (`System.family`): debaters whose answers change round by round.
+DEBATE_FAMILY = "debate"
+
 # Counts no system can ask for (a million agents is a memory bomb before any call, issue 29):
 # any int option without its own `maximum` is refused above this.
 MAX_COUNT = 1000
@@ -120,9 +123,19 @@ class NoOptions:
 
 def option_specs(options_type: type) -> tuple[OptionSpec, ...]:
     """The declared options of an Options dataclass, in declaration order."""
-    hints = typing.get_type_hints(options_type)
+    try:
+        hints = typing.get_type_hints(options_type)
+    except Exception as exc:  # a name the annotation uses is not defined (or not importable)
+        raise TypeError(f"an annotation of {options_type.__qualname__} cannot be resolved ({exc})") from None
+    if not dataclasses.is_dataclass(options_type):
+        raise TypeError(f"{options_type.__qualname__} must be a dataclass (@dataclass(frozen=True))")
     specs = []
     for f in dataclasses.fields(options_type):
+        if f.default is dataclasses.MISSING:
+            raise TypeError(
+                f"option {f.name!r} of {options_type.__qualname__} has no default "
+                "(declare it with option(default, help))"
+            )
         kind = _base_type(hints[f.name])
         meta = f.metadata
         specs.append(
@@ -151,6 +164,18 @@ def _base_type(hint: Any) -> type:
     raise TypeError(f"system options are int, float, str or bool (got {hint!r})")
 
 
+def checked_max_calls(system: Any) -> int:
+    """`system.max_calls` once it is a whole number of calls, at least 1 (the progress bar's
+    steps); ConfigError (one line) when it raises or is no such number (a system of the user's)."""
+    try:
+        value = system.max_calls
+    except Exception as exc:
+        raise ConfigError(f"system {system.name!r}: max_calls failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"system {system.name!r}: max_calls must be a whole number >= 1, got {value!r:.40}")
+    return value
+
+
 class System:
     """How agents talk to solve one problem. Subclasses declare `name`, `Options` and, when their
     conversation may change between versions, `protocol`; they implement `solve`.
@@ -162,6 +187,18 @@ class System:
       * `matched_option`: the name of an option that, left unset, the runner fills from the
         calls per sample of a finished run of another system (vote's compute matching).
     `counts`: the details flags of a sample this system reports (summed in the summary).
+
+    What tables and reports know of a system comes from these declarations too (never a list of
+    names in `analysis/` or `report/`):
+      * `table_order`: its place among the rows of the paper's tables (lower first); None:
+        after every system that has one, by name;
+      * `family`: what kind of system it is, for the views a kind shares ("debate": debaters
+        whose answers change round by round, shown in the report's debate dynamics);
+      * `debaters`: a debate's agents as its transcript names them, whose answers are read
+        round by round (a system that records `answers_by_round` in its details needs none);
+      * `matched_by_default`: the system whose finished run a compute-matched system (vote
+        without --votes) is matched to when --match-system is not given (one system says so);
+      * `run_by_default`: the system `mas` and `evaluate` run when none is named (single).
     """
 
     name: ClassVar[str]
@@ -170,6 +207,11 @@ class System:
     protocol: ClassVar[int | None] = None
     counts: ClassVar[tuple[str, ...]] = ()
     matched_option: ClassVar[str | None] = None
+    table_order: ClassVar[float | None] = None
+    family: ClassVar[str | None] = None
+    debaters: ClassVar[tuple[str, ...]] = ()
+    matched_by_default: ClassVar[bool] = False
+    run_by_default: ClassVar[bool] = False
 
     def __init__(self, options: Any = None, *, prompts: PromptPack | None = None, **values: Any):
         """`options`: an instance of `Options` (default: its defaults); `values`: options by name

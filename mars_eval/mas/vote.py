@@ -74,6 +74,7 @@ class _Voting(System):
 @register
 class MajorityVote(_Voting):
     name = "vote"
+    table_order = 4
     summary = "majority vote over independent single-agent answers (compute-matched to MAD)"
     matched_option = "votes"  # unset: the calls per sample of the matched run (run.matching)
 

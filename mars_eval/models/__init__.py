@@ -1,10 +1,13 @@
-"""Model access: one async chat interface (`ModelClient`) for endpoints and in-process engines."""
+"""Model access: one async chat interface (`ModelClient`) for endpoints and in-process engines,
+reached through the backend registry (`models.backends`): `make_client` builds a run's client."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from mars_eval.models.backends import AUTO, ClientSettings
+from mars_eval.models.backends import select as select_backend
 from mars_eval.models.base import (
     DEFAULT_HTTP_CLIENT,
     ChatResponse,
@@ -53,33 +56,17 @@ def make_client(
     concurrency: int | None = None,
     timeout: float | None = None,
     max_attempts: int | None = None,
-    engine: str = "auto",
+    engine: str = AUTO,
     http_client: str = DEFAULT_HTTP_CLIENT,
 ) -> ModelClient:
-    """An HTTP client when base URLs are given, else an in-process engine.
+    """The client of the backend a run selects (models.backends): the remote one (HTTP) when
+    base URLs are given, else the in-process `engine` ("auto": vLLM when installed with a GPU,
+    else transformers), with the model resolved (a pulled name: its folder; none: the embedded
+    default). http_client: over HTTP, "direct" or "openai" (see `HTTPClient`)."""
+    chosen = select_backend(engine, remote=bool(base_urls))
+    if not chosen.remote:
+        from mars_eval.models.pull import resolve_model
 
-    engine: "auto" (vLLM when installed with a GPU, else transformers), "transformers", "vllm".
-    http_client: over HTTP, "direct" or "openai" (see `HTTPClient`).
-    """
-    if base_urls:
-        from mars_eval.models.http import DEFAULT_CONCURRENCY, HTTPClient
-
-        kwargs = {"concurrency": concurrency or DEFAULT_CONCURRENCY}
-        if timeout:
-            kwargs["timeout"] = timeout
-        if max_attempts:
-            kwargs["max_attempts"] = max_attempts
-        return HTTPClient(
-            model, base_urls, api_key=os.environ.get("OPENAI_API_KEY"), http_client=http_client, **kwargs
-        )
-    from mars_eval.models.pull import resolve_model
-
-    model = resolve_model(model) or default_model()  # a pulled name ("smollm2-135m-instruct"): its folder
-    if engine == "vllm" or engine == "auto":
-        from mars_eval.models.vllm_engine import VLLMEngine, vllm_available
-
-        if engine == "vllm" or vllm_available():
-            return VLLMEngine(model)
-    from mars_eval.models.transformers_engine import TransformersEngine
-
-    return TransformersEngine(model, max_batch=concurrency or 64)
+        model = resolve_model(model) or default_model()  # a pulled name ("smollm2-135m-instruct"): its folder
+    settings = ClientSettings(model, tuple(base_urls or ()), concurrency, timeout, max_attempts, http_client)
+    return chosen.build(settings)

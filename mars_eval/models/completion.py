@@ -16,7 +16,7 @@ import re
 
 from mars_eval.models.access import scrub
 from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
-from mars_eval.models.wire import WireRequest, WireResponse
+from mars_eval.models.wire import ReplyTooDeep, WireRequest, WireResponse, loads_reply
 
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
 _LENGTH_FINISH = re.compile(rb'"finish_reason"\s*:\s*"length"')
@@ -35,12 +35,14 @@ def search(pattern: re.Pattern[bytes], literal: bytes, data: bytes) -> re.Match[
     return None if start < 0 else pattern.search(data, start)
 
 
-def not_json_message(content_type: str | None, body: bytes) -> str:
-    """One line for a 200 reply that is not JSON (a proxy's HTML page, a truncated body), quoting
-    its start with repr so that escape codes in it stay inert."""
+def not_json_message(content_type: str | None, body: bytes, status: int = 200) -> str:
+    """One line for a 2xx reply that is not JSON (a proxy's HTML page, a truncated body, a 204
+    with no body), quoting its start with repr so that escape codes in it stay inert."""
+    if not body:
+        return f"malformed reply: the server answered {status} with no body"
     start = scrub(body[:80].decode("utf-8", "replace"))
     kind = content_type or "no content type"
-    return f"malformed reply: the server answered 200 with a body that is not JSON ({kind}): {start!r}"
+    return f"malformed reply: the server answered {status} with a body that is not JSON ({kind}): {start!r}"
 
 
 MAX_USAGE_TOKENS = 10**9  # a token count a server reports; past it the reply is malformed
@@ -75,16 +77,18 @@ def completion_problem(data: object) -> str | None:
     return None
 
 
-def decode_completion(body: bytes, content_type: str | None) -> dict:
+def decode_completion(body: bytes, content_type: str | None, status: int = 200) -> dict:
     """A 200 chat reply's body as a usable completion; `MalformedReply` otherwise. Bytes that
     are not UTF-8 (broken tokens) are kept as U+FFFD."""
     try:
         try:
-            data = json.loads(body)
+            data = loads_reply(body)
         except UnicodeDecodeError:
-            data = json.loads(body.decode("utf-8", "replace"))
+            data = loads_reply(body.decode("utf-8", "replace"))
+    except ReplyTooDeep as exc:
+        raise MalformedReply(f"malformed reply: the server answered {status} with {exc}") from None
     except ValueError:
-        raise MalformedReply(not_json_message(content_type, body)) from None
+        raise MalformedReply(not_json_message(content_type, body, status)) from None
     problem = completion_problem(data)
     if problem is not None:
         raise MalformedReply(problem)

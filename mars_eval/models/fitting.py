@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from mars_eval.models.completion import search, with_max_tokens
 from mars_eval.models.context import Overflow, parse_context_overflow, room_for_reply
-from mars_eval.models.wire import SendError, WireRequest, WireResponse
+from mars_eval.models.wire import SendError, WireRequest, WireResponse, loads_reply
 
 MAX_TOKENS_RETRIES = 4  # context refusals answered by a smaller max_tokens, per request
 TEMPLATE_SLACK = 64  # chat-template tokens beyond the message text (Qwen3: about 5 per message)
@@ -87,7 +87,7 @@ class ContextFitter:
             return None
         try:
             body = json.loads(request.content)
-            err = json.loads(response.content)
+            err = loads_reply(response.content)
         except ValueError:
             return None
         if not isinstance(body, dict) or not isinstance(err, dict):
@@ -120,7 +120,7 @@ class ContextFitter:
         probe = WireRequest("POST", "/tokenize", request.headers, json.dumps(ask).encode(), request.timeout)
         try:
             reply = await self._send(probe, f"{self._root()}/tokenize")
-            data = json.loads(reply.content) if reply.status_code == 200 else None
+            data = loads_reply(reply.content) if reply.status_code == 200 else None
         except (SendError, ValueError):
             return None
         if reply.status_code in (404, 405, 501):  # not vLLM: ask no more, rely on refusals

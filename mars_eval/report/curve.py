@@ -98,7 +98,8 @@ def mas_curves(evals: list[tuple[int, RunDir]]) -> list[Curve]:
         c.step = step_of[c.run.path]
         groups.setdefault((c.system, c.task), []).append(c)
     out = []
-    for (system, task), group in sorted(groups.items(), key=lambda kv: _system_rank(kv[0])):
+    rank = tables.system_rank([system for system, _ in groups])
+    for (system, task), group in sorted(groups.items(), key=lambda kv: (kv[0][1], rank[kv[0][0]], kv[0][0])):
         group.sort(key=lambda c: c.step or 0)
         points = [
             CurvePoint(c.step or 0, c.accuracy, c.ci_low, c.ci_high, c.n, c.model, c.run.name) for c in group
@@ -109,12 +110,6 @@ def mas_curves(evals: list[tuple[int, RunDir]]) -> list[Curve]:
                 _set_delta(point, stats.paired_compare(pairs))
         out.append(Curve("mas", f"{system} · {task}", "accuracy", points))
     return out
-
-
-def _system_rank(key: tuple[str, str]) -> tuple:
-    system, task = key
-    order = tables.SYSTEM_ORDER
-    return (task, order.index(system) if system in order else len(order), system)
 
 
 def _set_delta(point: CurvePoint, r: stats.PairedResult) -> None:

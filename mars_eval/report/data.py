@@ -14,14 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mars_eval.analysis import stats
-from mars_eval.analysis.tables import SYSTEM_ORDER, MasCell, cell_pairs
+from mars_eval.analysis.tables import MasCell, cell_pairs, system_rank
 from mars_eval.run.rundirs import RunDir
 
 if TYPE_CHECKING:
     from mars_eval.tasks.base import Task
 
-DEBATE_SYSTEMS = ("mad", "debate")
-MAD_DEBATERS = ("affirmative", "negative")
 TRAIN_METRICS = (
     "reward",
     "return_mean",
@@ -64,7 +62,13 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
         if c.step is not None and c.accuracy is not None:
             groups[(training_run_of(c.model), c.system, c.task)].append(c)
     out = []
-    for (root, system, task), group in sorted(groups.items(), key=lambda kv: _series_key(kv[0])):
+    rank = system_rank([system for _, system, _ in groups])
+
+    def series_key(key: tuple[str, str, str]) -> tuple:
+        root, system, task = key
+        return (task, rank[system], system, root)
+
+    for (root, system, task), group in sorted(groups.items(), key=lambda kv: series_key(kv[0])):
         points = sorted(group, key=lambda c: c.step or 0)
         if len({c.step for c in points}) < 2:
             continue
@@ -77,12 +81,6 @@ def checkpoint_series(cells: list[MasCell]) -> list[CheckpointSeries]:
         series.p_holm = stats.holm([r.p_value for _, r in series.comparisons])
         out.append(series)
     return out
-
-
-def _series_key(key: tuple[str, str, str]) -> tuple:
-    root, system, task = key
-    rank = SYSTEM_ORDER.index(system) if system in SYSTEM_ORDER else len(SYSTEM_ORDER)
-    return (task, rank, system, root)
 
 
 def natural_key(text: str) -> tuple:
@@ -116,10 +114,10 @@ def problem_grid(
     in `models` order."""
     out = {}
     rank = {m: i for i, m in enumerate(models or [])}
+    systems = system_rank([c.system for c in cells])
 
     def column_key(c: MasCell) -> tuple:
-        system = SYSTEM_ORDER.index(c.system) if c.system in SYSTEM_ORDER else len(SYSTEM_ORDER)
-        return (system, c.system, rank.get(c.model, len(rank)), c.model)
+        return (systems[c.system], c.system, rank.get(c.model, len(rank)), c.model)
 
     for task in sorted({c.task for c in cells}):
         columns = sorted((c for c in cells if c.task == task), key=column_key)
@@ -165,23 +163,35 @@ class Dynamics:
     scorer_errors: int = 0  # debaters' answers the scorer failed on (left out of the rates above)
 
 
+def is_debate(system: str) -> bool:
+    """A system of the debate family (its declaration's `family`): the report shows its
+    debaters' answers round by round."""
+    from mars_eval.mas import system_family
+    from mars_eval.mas.system import DEBATE_FAMILY
+
+    return system_family(system) == DEBATE_FAMILY
+
+
 def debater_answers(rec: dict[str, Any], system: str, task: Task) -> list[list[str | None]]:
-    """answers[round][debater] for one sample (round 1 first)."""
+    """answers[round][debater] for one sample (round 1 first): the details' `answers_by_round`
+    when the system records them, else the answers of the transcript agents the system declares
+    as its `debaters`."""
+    from mars_eval.mas import system_debaters
+
     details = rec.get("details") or {}
-    if system == "debate" and isinstance(details.get("answers_by_round"), list):
+    if isinstance(details.get("answers_by_round"), list):
         return [list(r) for r in details["answers_by_round"]]
+    debaters = system_debaters(system)
     rounds: dict[int, dict[str, str | None]] = defaultdict(dict)
     for t in rec.get("transcript") or []:
-        if t.get("agent") in MAD_DEBATERS and "content" in t:
+        if t.get("agent") in debaters and "content" in t:
             rounds[int(t.get("call", 0))][t["agent"]] = task.extract(t.get("content") or "")
-    return [[rounds[r].get(a) for a in MAD_DEBATERS] for r in sorted(rounds)]
+    return [[rounds[r].get(a) for a in debaters] for r in sorted(rounds)]
 
 
 def debate_dynamics(cell: MasCell) -> Dynamics:
     """Per-round accuracy, changes of mind and agreement of the debaters of a mad/debate run."""
-    from mars_eval.tasks import make_task
-
-    task = make_task(cell.task)
+    task = cell.run.make_task()  # a custom task's own answer type
     cache: dict[tuple[str, str], bool | None] = {}
     unscored = 0  # answers the scorer failed on: left out, as a scorer error is no wrong answer
 
@@ -272,14 +282,15 @@ class Quality:
     error_kinds: dict[str, int]
     outcomes: dict[str, Any]  # outcomes.outcome_summary: truncated, context_overflow, no_answer, letters
     prompts: str = ""  # the run's prompt pack, "name hash" (empty for runs made before packs)
+    counts: tuple[str, ...] = ()  # the counts the run's system declares (`System.counts`)
 
     @property
-    def mad_counts(self) -> str:
-        """MAD's debates without an answer by cause, "not an answer / unparseable / judge empty"."""
-        keys = ("verdict_not_an_answer", "verdict_unparseable", "judge_no_answer")
-        if not all(k in self.outcomes for k in keys):
+    def own_counts(self) -> str:
+        """The system's own counts ("verdict not an answer 2 / ..." for MAD's debates without an
+        answer, by cause); "–" for a system that declares none."""
+        if not self.counts or not all(k in self.outcomes for k in self.counts):
             return "–"
-        return " / ".join(str(self.outcomes[k]) for k in keys)
+        return " / ".join(f"{k.replace('_', ' ')} {self.outcomes[k]}" for k in self.counts)
 
 
 def system_counts(name: str) -> tuple[str, ...]:
@@ -298,15 +309,15 @@ def data_quality(cell: MasCell) -> Quality:
     """Errors (not scored, rerun) and the scored failures of `outcomes` (truncation, context
     overflow, no answer, the spread of answered and gold letters for multiple choice)."""
     from mars_eval.run.outcomes import outcome_summary
-    from mars_eval.tasks import make_task
 
     records = cell.run.light
     kinds = Counter(str(r["error"]).split(":", 1)[0] for r in records if r.get("error"))
-    choices = getattr(make_task(cell.task), "choices", None)
+    choices = getattr(cell.run.make_task(), "choices", None)
     pack = cell.run.config.get("prompts") or {}
     prompts = f"{pack.get('name', '')} {pack.get('hash', '')}".strip() if isinstance(pack, dict) else ""
-    outcomes = outcome_summary(records, choices, system_counts(cell.system))
-    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcomes, prompts)
+    counts = system_counts(cell.system)
+    outcomes = outcome_summary(records, choices, counts)
+    return Quality(cell, len(records), sum(kinds.values()), dict(kinds), outcomes, prompts, counts)
 
 
 # --- games and training ---------------------------------------------------------------------------

@@ -144,7 +144,7 @@ class Report:
     def main_table(self) -> dict[str, Any]:
         tasks = tables.ordered([c.task for c in self.cells])
         by_key = {(c.model, c.system, c.task): c for c in self.cells}
-        systems = tables.ordered([c.system for c in self.cells], list(tables.SYSTEM_ORDER))
+        systems = tables.system_order([c.system for c in self.cells])
         rows = []
         for system in systems:
             for model in self.models:
@@ -234,7 +234,7 @@ class Report:
         return sorted(self.cells, key=lambda c: (tasks[c.task], systems[c.system], models[c.model]))
 
     def _systems(self) -> list[str]:
-        return tables.ordered([c.system for c in self.cells], list(tables.SYSTEM_ORDER))
+        return tables.system_order([c.system for c in self.cells])
 
     def checkpoint_curves(self) -> list[dict[str, Any]]:
         out = []
@@ -338,7 +338,7 @@ class Report:
 
     # --- rendering ------------------------------------------------------------------------------
     def context(self, files_dir: str) -> dict[str, Any]:
-        debate_cells = [c for c in self.table_order() if c.system in report_data.DEBATE_SYSTEMS]
+        debate_cells = [c for c in self.table_order() if report_data.is_debate(c.system)]
         return {
             "title": "mars-eval report",
             "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -139,7 +139,7 @@ def games_section(report: Report) -> list[str]:
 
 
 def dynamics_section(report: Report) -> list[str]:
-    cells = [c for c in report.table_order() if c.system in report_data.DEBATE_SYSTEMS]
+    cells = [c for c in report.table_order() if report_data.is_debate(c.system)]
     if not cells:
         return []
     header = ["task", "system", "model", "answers right by round", "agreement by round", "changed"]
@@ -175,7 +175,7 @@ def quality_section(report: Report) -> list[str]:
     header = ["task", "system", "model", "samples", "errors", "truncated", "context overflow", "no answer"]
     header += [
         "unparsed",
-        "mad: not an answer / unparseable / judge empty",
+        "system's own counts",
         "letters predicted",
         "letters gold",
         "prompts",
@@ -183,7 +183,7 @@ def quality_section(report: Report) -> list[str]:
     rows = [
         [q.cell.task, q.cell.system, q.cell.model, str(q.samples), str(q.errors)]
         + [str(q.outcomes.get(k, 0)) for k in ("truncated", "context_overflow", "no_answer", "unparsed")]
-        + [q.mad_counts]
+        + [q.own_counts]
         + [_letters(q.outcomes.get("predicted_letters")), _letters(q.outcomes.get("gold_letters"))]
         + [q.prompts or "–"]
         for q in quality

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mars_eval.mas import options_for, system_class
+from mars_eval.mas import default_match_system, default_system, options_for, system_class
 from mars_eval.mas.system import option_specs
 from mars_eval.models.base import DEFAULT_HTTP_CLIENT, SamplingParams
 from mars_eval.prompts import PromptPack, load_pack
@@ -27,6 +27,7 @@ from mars_eval.run.identity import (
     siblings,
     stored_differences,
 )
+from mars_eval.run.options import RUN_OPTIONS, later_identity
 from mars_eval.run.store import LOCK_NAME, RunStore, held_lock
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, Task
@@ -36,7 +37,7 @@ from mars_eval.tasks.task_file import as_custom
 @dataclass
 class EvalConfig:
     task: str
-    system: str = "single"
+    system: str = field(default_factory=default_system)  # the system declaring `run_by_default`
     model: str | None = None
     base_urls: list[str] = field(default_factory=list)
     data_files: str | None = None
@@ -61,15 +62,24 @@ class EvalConfig:
         "ours"  # ours (question + answer format) or bare (the question as the references send it)
     )
     sampling: str = "qwen3"  # the sampling preset `params` was resolved from (informative; params decide)
-    match_system: str = "mad"  # a matched option left unset: the system whose finished run sets it
+    # a matched option left unset: the system whose finished run sets it (None: the system that
+    # declares `matched_by_default`, mas.default_match_system)
+    match_system: str | None = None
     match_run: str | None = None  # ... or that run's folder, named outright
     matched: dict[str, Any] | None = None  # the run this one was matched to (run.matching)
 
     def __post_init__(self) -> None:
-        # A task file (FILE.yaml) is the --task custom flags it stands for: the same run folder.
+        if self.match_system is None:
+            self.match_system = default_match_system()
+        # A task file (FILE.yaml) is a custom task under its name (task_options["name"]).
         self.task, self.data_files, self.task_options = as_custom(
             self.task, self.data_files, self.task_options
         )
+
+    @property
+    def custom(self) -> bool:
+        """A custom task: the flags' (`custom`) or a task file's (its own name)."""
+        return self.task == "custom" or bool((self.task_options or {}).get("name"))
 
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)
@@ -115,6 +125,10 @@ class EvalConfig:
             "prompts": self.pack().identity(),
             "task_prompt": self.task_prompt,
             **self.system_identity(name, every_option=every_option),
+            **later_identity(
+                {o.name: getattr(self, o.name) for o in RUN_OPTIONS if o.where == "run"},
+                every_option=every_option,
+            ),
         }
         if self.matched:
             out["matched_to"] = self.matched["run"]
@@ -123,9 +137,19 @@ class EvalConfig:
 
     def _task_identity(self) -> dict[str, Any]:
         """The custom task's scoring (its fields are in the data hash, through the prompts and
-        golds); nothing for the built-in tasks, whose scoring the task name fixes."""
-        if self.task != "custom":
-            return {}
+        golds); nothing for the built-in tasks, whose scoring the task name fixes. A task file's
+        name is the identity's `task`. A task's declared settings (tasks.registry, e.g.
+        arith_steps) count when they differ from their defaults, so a setting added later keeps
+        every folder's name at its default."""
+        if not self.custom:
+            from mars_eval.tasks.registry import lookup
+
+            given = self.task_options or {}
+            return {
+                s.name: given[s.name]
+                for s in lookup(self.task).settings
+                if given.get(s.name) is not None and given[s.name] != s.default
+            }
         return {"answer_type": (self.task_options or {}).get("answer_type") or "math"}
 
     def legacy_identity(self, model_name: str, system: str | None = None) -> dict[str, Any]:
@@ -206,6 +230,8 @@ def open_run(
         if not path.exists():
             _resume_before_baseline(cfg, system, model_name, engine, problems, path, say)
         if not path.exists():
+            _resume_before_names(cfg, system, model_name, engine, problems, path, say)
+        if not path.exists():
             for other in siblings(output, path.name):
                 stored = read_config(other)
                 if stored.get("command") == config["command"] and stored.get("data") != identity["data"]:
@@ -246,3 +272,28 @@ def _resume_before_baseline(
     with held_lock(older / LOCK_NAME, f"run folder {older}"):
         older.rename(path)
     say(f"resuming {older.name} (named by an earlier version) as {path.name}")
+
+
+def _resume_before_names(
+    cfg: EvalConfig,
+    system: str,
+    model_name: str,
+    engine: str,
+    problems: list[Problem],
+    path: Path,
+    say: Callable[[str], None],
+) -> None:
+    """A task file's run made before task files had names: the same settings and data ran as the
+    task `custom` (so the same command, or the same `--task custom` flags, made it). Renamed to
+    the named folder (said); the flags then start a run of their own."""
+    options = dict(cfg.task_options or {})
+    if not options.pop("name", None):
+        return
+    unnamed = dataclasses.replace(cfg, task="custom", task_options=options or None)
+    identity = unnamed.identity(model_identity(model_name, engine), data_hash(problems), system)
+    older = path.parent / run_name("custom", system, model_name, identity)
+    if not older.is_dir() or read_config(older).get("command") != command_hash(identity):
+        return
+    with held_lock(older / LOCK_NAME, f"run folder {older}"):
+        older.rename(path)
+    say(f"resuming {older.name} (made before task files had names) as {path.name}")

@@ -32,6 +32,44 @@ BAD_INPUT = 2  # bad input (one line on stderr), found before any work where it 
 SOME_ERRORED = 3  # the run finished, but some samples errored: the same command retries them
 STOPPED_EARLY = 4  # mars-train only: stopped after the steps a test asked for (Trainer stop_after)
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, the shell's convention)
+TERMINATED = 143  # SIGTERM (128 + 15): handled as Ctrl-C is, what finished kept
+
+
+class Interruptions:
+    """SIGTERM handled as SIGINT is (`install`): whatever SIGINT's handler is at that moment runs
+    (asyncio's, which cancels the run so that what finished is stored, or Python's default,
+    KeyboardInterrupt); `terminated` remembers which signal came, for the exit code and the line
+    (`exit_code`: 143 after SIGTERM, 130 after Ctrl-C)."""
+
+    def __init__(self) -> None:
+        self.terminated = False
+
+    def install(self) -> Interruptions:
+        import signal
+
+        try:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main thread (an embedding program's): signals stay theirs
+            pass
+        return self
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        import signal
+
+        self.terminated = True
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIG_IGN or SIG_DFL: still stop, as SIGTERM asks
+            raise KeyboardInterrupt
+
+    def exit_code(self) -> int:
+        return TERMINATED if self.terminated else INTERRUPTED
+
+    def line(self) -> str:
+        what = "terminated (SIGTERM)" if self.terminated else "interrupted"
+        return f"{what}: what finished is kept; run the same command again to resume"
+
 
 MODEL_ACCESS = "model access"
 SCORER = "scorer"

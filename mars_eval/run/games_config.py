@@ -181,21 +181,16 @@ def build_config(
 ) -> GamesConfig:
     """Validate the command's options into a GamesConfig (ConfigError on bad input). The CLI
     and the Python API (`mars_eval.play`) both come through here, so a value of the wrong type
-    is refused in one line whichever way it came."""
-    _check_types(
-        {"games": games, "model": model, "agent": agent, "opponents": opponents},
-        {"prompt_style": prompt_style, "prompts": prompts, "base_url": base_url},
-    )
-    shared = {"seed": seed, "concurrency": concurrency, "temperature": temperature, "output": output}
-    shared.update(max_tokens=max_tokens, thinking=thinking, fresh=fresh, request_timeout=request_timeout)
-    for name, value in {**shared, "max_attempts": max_attempts}.items():
-        BY_NAME[name].check(value, from_text=False)  # the declarations `mas` checks with
-    for name, value in (("train", train), ("held_out", held_out)):
-        if not isinstance(value, bool):
-            raise ConfigError(f"--{name.replace('_', '-')} must be true or false, got {value!r}")
+    is refused in one line whichever way it came (`check_options`)."""
+    check_options(
+        games=games, train=train, held_out=held_out, model=model, base_url=base_url, agent=agent,
+        opponents=opponents, episodes=episodes, seed=seed, output=output, concurrency=concurrency,
+        max_tokens=max_tokens, temperature=temperature, thinking=thinking, prompt_style=prompt_style,
+        fresh=fresh, request_timeout=request_timeout, max_attempts=max_attempts, prompts=prompts,
+    )  # fmt: skip
     if agent and model:
         raise ConfigError("give either --agent (a built-in player) or --model (an LLM), not both")
-    episodes = DEFAULT_EPISODES if episodes is None else EPISODES.check(episodes, from_text=False)
+    episodes = DEFAULT_EPISODES if episodes is None else episodes
     if prompt_style is not None and prompt_style not in PROMPT_STYLES:  # with --agent too
         raise ConfigError(f"unknown prompt style {prompt_style!r}; choose one of: {', '.join(PROMPT_STYLES)}")
     if prompts is not None:  # with --agent too: a bad pack is bad input either way
@@ -251,11 +246,24 @@ def build_config(
     return cfg
 
 
-def _check_types(text: dict[str, Any], more: dict[str, Any]) -> None:
-    """Text options are text (None: not given); base_url a list of text."""
-    for name, value in {**text, **{k: v for k, v in more.items() if k != "base_url"}}.items():
+_TEXT_OPTIONS = ("games", "model", "agent", "opponents", "prompt_style", "prompts")
+_SHARED_OPTIONS = ("seed", "concurrency", "temperature", "output", "max_tokens", "thinking", "fresh")
+_SHARED_OPTIONS += ("request_timeout", "max_attempts")
+
+
+def check_options(**options: Any) -> None:
+    """`build_config`'s options (None: not given) of the right type and in range: the run options
+    `mas` shares by their declarations (run.options), the rest here. ConfigError (one line)."""
+    for name in _TEXT_OPTIONS:
+        value = options.get(name)
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"--{name.replace('_', '-')} must be text, got {type(value).__name__}")
-    urls = more.get("base_url")
+    urls = options.get("base_url")
     if urls is not None and (not isinstance(urls, list) or not all(isinstance(u, str) for u in urls)):
         raise ConfigError(f"--base-url must be a list of text, got {type(urls).__name__}")
+    for name in _SHARED_OPTIONS:
+        BY_NAME[name].check(options.get(name), from_text=False)
+    for name in ("train", "held_out"):
+        if not isinstance(options.get(name, False), bool):
+            raise ConfigError(f"--{name.replace('_', '-')} must be true or false, got {options[name]!r}")
+    EPISODES.check(options.get("episodes"), from_text=False)

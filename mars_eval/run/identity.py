@@ -8,11 +8,12 @@ folder name) is everything that changes results and nothing else:
 - the system, its protocol version and the options it uses (its `Options`), with the
   system's defaults filled in (`--rounds 3` with mad is mad's default, the same run);
 - sampling settings and the seed;
-- the model: `engine` (http, transformers, vllm: an in-process and an HTTP run never share a
-  folder, nor stored calls) and `model`: over HTTP the id the endpoint reports; in-process, a
-  checkpoint folder's resolved absolute path with `fingerprint`, a hash of its files' names and
-  sizes and of its config and weight index (so one checkpoint named three ways is one run, and a
-  checkpoint overwritten in place is another); a hub id as given.
+- the model: `engine` (the backend's name in models.backends: http, transformers, vllm, ...;
+  an in-process and an HTTP run never share a folder, nor stored calls) and `model`: over HTTP
+  the id the endpoint reports; in-process, a checkpoint folder's resolved absolute path with
+  `fingerprint`, a hash of its files' names and sizes and of its config and weight index (so one
+  checkpoint named three ways is one run, and a checkpoint overwritten in place is another); a
+  hub id as given.
 
 `--limit` and `--samples` are left out on purpose: raising them later reuses finished samples.
 
@@ -28,6 +29,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mars_eval.models.backends import identity_name, is_remote
 from mars_eval.run.store import config_hash, slug
 from mars_eval.tasks.base import Problem
 
@@ -48,10 +50,9 @@ def data_hash(problems: list[Problem]) -> str:
 
 
 def engine_kind(client: Any) -> str:
-    """http, transformers or vllm: which engine answers the calls."""
-    names = {"HTTPClient": "http", "TransformersEngine": "transformers", "VLLMEngine": "vllm"}
-    name = type(client).__name__
-    return names.get(name, name.lower())
+    """http, transformers, vllm or another registered backend: which one answers the calls (the
+    name each backend declares in models.backends)."""
+    return identity_name(client)
 
 
 def checkpoint_fingerprint(folder: Path) -> str:
@@ -69,7 +70,7 @@ def checkpoint_fingerprint(folder: Path) -> str:
 
 def model_identity(model: str, engine: str) -> dict[str, Any]:
     """The model part of a run's identity (see the module docstring)."""
-    if engine != "http":
+    if not is_remote(engine):
         folder = Path(model).expanduser()
         if folder.is_dir():
             resolved = folder.resolve()

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mars_eval.mas.registry import all_option_specs
+from mars_eval.mas.registry import all_option_specs, default_match_system
 from mars_eval.models.base import ConfigError
 from mars_eval.run.rundirs import read_records
 from mars_eval.tasks.base import Problem
@@ -153,7 +153,7 @@ def find_match(
     vote_config: dict[str, Any],
     problems: Sequence[Problem],
     samples: int,
-    system: str = "mad",
+    system: str | None = None,
     run: str | Path | None = None,
 ) -> dict[str, Any]:
     """The run a vote run is matched to, as a record {"run", "system", "mad_calls_per_sample",
@@ -161,8 +161,11 @@ def find_match(
     run, to be said); ConfigError (one line) when there is none.
 
     `vote_config`: the vote run's config.json content before matching (votes unset);
-    `problems`: the problems it evaluates.
+    `problems`: the problems it evaluates; `system`: the system matched to (None: the one that
+    declares `matched_by_default`).
     """
+    if system is None:
+        system = default_match_system()
     if run is not None:
         path = Path(run)
         if not path.is_dir() and (Path(output) / str(run)).is_dir():
@@ -225,7 +228,7 @@ def match_summary(match: dict[str, Any] | None, records: list[dict[str, Any]]) -
     mad = match.get("mad_tokens_per_sample")
     return {
         "matched_run": match["run"],
-        "matched_system": match.get("system", "mad"),
+        "matched_system": match.get("system") or default_match_system(),
         "matched_calls_per_sample": match["mad_calls_per_sample"],
         "matched_votes": match["votes"],
         "tokens_per_sample": per_sample,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mars_eval.models.backends import AUTO, engine_choices
 from mars_eval.models.base import HTTP_CLIENTS, SAMPLING_PRESETS, ConfigError, SamplingParams, sampling_specs
 from mars_eval.models.settings import Setting
 
@@ -26,16 +27,27 @@ from mars_eval.models.settings import Setting
 class RunOption(Setting):
     """A shared run option: a `Setting`, the commands that take it, and where its value goes.
     `help_for`/`shown_for`: (command, text) pairs where one command words it otherwise;
-    `choices_of`: choices known only at run time (the registered systems); `twin`: a boolean's
-    negative flag; `nullable`: None is its default (the mode's or the client's own value)."""
+    `choices_of`: choices known only at run time (the registered systems); `default_of`: a
+    default known only at run time (what the systems declare), `default` then None; `twin`: a
+    boolean's negative flag; `nullable`: None is its default (the mode's or the client's own
+    value); `identity`: its value decides results, so it is part of the run identity (an option
+    declared after RUN_IDENTITY_BASELINE only when it differs from its default)."""
 
     commands: tuple[str, ...] = ("mas", "suite")
     where: str = "run"
     help_for: tuple[tuple[str, str], ...] = ()
     shown_for: tuple[tuple[str, str], ...] = ()
     choices_of: Callable[[], tuple[str, ...]] | None = None
+    default_of: Callable[[], Any] | None = None
     twin: str | None = None
     nullable: bool = False
+    path: str | None = None  # a path: what `paths.check_path` wants of it ("name": a name or a path)
+    identity: bool = False  # decides results: part of the run identity (see RUN_IDENTITY_BASELINE)
+
+    @property
+    def resolved_default(self) -> Any:
+        """The default a value left out takes (`default_of`'s, when declared)."""
+        return self.default_of() if self.default_of is not None else self.default
 
     def help_in(self, command: str) -> str:
         text = dict(self.help_for).get(command, self.help)
@@ -46,6 +58,8 @@ class RunOption(Setting):
     def shown_in(self, command: str) -> str | None:
         """How `command`'s help shows the default (None: typer shows the value itself)."""
         shown = dict(self.shown_for).get(command, self.shown)
+        if shown is None and self.default_of is not None:
+            return str(self.default_of())
         if shown is None and self.nullable:
             return "none"
         return shown
@@ -56,6 +70,13 @@ class RunOption(Setting):
             choices = self.choices_of()
             if value not in choices:
                 raise ConfigError(f"unknown {self.cli_flag} {value!r}; choose one of: {', '.join(choices)}")
+        if self.path is not None and isinstance(value, str):
+            from mars_eval.paths import check_path, path_problem, shown_path
+
+            if self.path != "name":
+                check_path(value, self.cli_flag, self.path)
+            elif (problem := path_problem(value)) is not None:
+                raise ConfigError(f"{self.cli_flag} {shown_path(value)} {problem}")
         return value
 
 
@@ -65,13 +86,18 @@ def _system_names() -> tuple[str, ...]:
     return system_names()
 
 
+def _default_match_system() -> str:
+    from mars_eval.mas import default_match_system
+
+    return default_match_system()
+
+
 def _task_prompts() -> tuple[str, ...]:
     from mars_eval.tasks.prompting import TASK_PROMPTS
 
     return tuple(TASK_PROMPTS)
 
 
-_ENGINES = ("auto", "transformers", "vllm")
 _CONCURRENCY_SHOWN = "512 over HTTP, batches of 64 in-process"
 
 
@@ -110,7 +136,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         nullable=True,
         help_for=(("suite", "Max calls in flight, whole suite"),),
     ),  # fmt: skip
-    RunOption("seed", int, 0, "Seed from which every call's sampling seed is derived"),
+    RunOption("seed", int, 0, "Seed from which every call's sampling seed is derived", identity=True),
     *_sampling_options(),
     RunOption(
         "thinking",
@@ -121,7 +147,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         flag="--thinking",
         twin="--no-thinking",
     ),  # fmt: skip
-    RunOption("output", str, "results/runs", "Folder that holds run folders"),
+    RunOption("output", str, "results/runs", "Folder that holds run folders", path="output_dir"),
     RunOption(
         "fresh",
         bool,
@@ -142,7 +168,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "max_attempts", int, None, "Attempts per call before it is an error", shown="6", low=1, nullable=True
     ),
-    RunOption("engine", str, "auto", "In-process engine: " + ", ".join(_ENGINES), choices=_ENGINES),
+    RunOption(
+        "engine",
+        str,
+        AUTO,
+        "In-process engine: " + ", ".join(engine_choices()),
+        choices_of=engine_choices,
+    ),  # fmt: skip
     RunOption(
         "http_client",
         str,
@@ -157,6 +189,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Prompt pack: a name (see `mars-eval prompts list`) or a YAML file",
         shown="ours",
         nullable=True,
+        path="name",
+        identity=True,  # as the pack's name and hash
     ),  # fmt: skip
     RunOption(
         "task_prompt",
@@ -165,6 +199,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "Task prompt: ours (the question and our answer format) or bare (the question as the "
         "references send it, GPQA options as '(A) ...' lines)",
         choices_of=_task_prompts,
+        identity=True,
     ),  # fmt: skip
     RunOption(
         "sampling",
@@ -178,9 +213,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption(
         "match_system",
         str,
-        "mad",
+        None,
         "vote without --votes: the system whose finished run's calls per sample set the votes",
         choices_of=_system_names,
+        default_of=_default_match_system,  # the system declaring `matched_by_default` (mad)
+        nullable=True,
     ),  # fmt: skip
     RunOption(
         "match_run",
@@ -189,10 +226,25 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "vote without --votes: the finished run folder whose calls per sample set the votes",
         shown="the run of --match-system with this configuration and problems",
         nullable=True,
+        path="name",
     ),  # fmt: skip
 )
 
 BY_NAME: dict[str, RunOption] = {o.name: o for o in RUN_OPTIONS}
+
+# The run options every run identity since identity 2 holds, each in its own way (run.config).
+# One declared later with `identity=True` is in a run's identity only when it differs from its
+# default, so adding one whose default keeps today's behaviour orphans no run folder. Frozen.
+RUN_IDENTITY_BASELINE = frozenset(("seed", "prompts", "task_prompt"))
+
+
+def later_identity(values: Mapping[str, Any], *, every_option: bool = False) -> dict[str, Any]:
+    """The identity entries of run options declared after the baseline: those set to something
+    other than their default (`values`: option name -> value; `every_option`: all of them, as
+    config.json records them)."""
+    later = [o for o in RUN_OPTIONS if o.identity and o.name not in RUN_IDENTITY_BASELINE]
+    given = {o.name: values.get(o.name, o.default) for o in later}
+    return {o.name: given[o.name] for o in later if every_option or given[o.name] != o.default}
 
 
 def options_of(command: str) -> tuple[RunOption, ...]:
@@ -209,7 +261,7 @@ def checked(values: Mapping[str, Any], command: str = "mas") -> dict[str, Any]:
     for option in options_of(command):
         value = values.get(option.name)
         checked_value = option.check(value, from_text=command != "api")
-        out[option.name] = option.default if checked_value is None else checked_value
+        out[option.name] = option.resolved_default if checked_value is None else checked_value
     if out["prompts"] is not None:
         from mars_eval.prompts import load_pack
 

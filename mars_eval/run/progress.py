@@ -1,18 +1,134 @@
-"""The live progress bar a run drives: done/total, live accuracy, calls/s, tokens/s, errors."""
+"""The live progress bar a run drives: done/total, live accuracy, calls/s, tokens/s, errors.
+
+On a terminal it is rich's animated bar. Where stderr is no terminal (a pipe, a file, nohup,
+a scheduler's log) an animation draws nothing until the end, so a long run would look dead:
+there it is `PlainProgress`, one plain line every `plain_every()` seconds (10; the environment
+variable `MARS_EVAL_PROGRESS_SECONDS` changes it) while the run goes on, whether or not
+anything finished since, and a last line at the end. No escape codes, no carriage returns.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import math
+import os
 import time
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+PLAIN_EVERY_S = 10.0
+PLAIN_ENV = "MARS_EVAL_PROGRESS_SECONDS"
 
 
-def progress_bar(console: Console, label: str, enabled: bool, counts: bool = True) -> Progress:
+def plain_every() -> float:
+    """Seconds between plain progress lines: `MARS_EVAL_PROGRESS_SECONDS` when it is a number
+    > 0, else `PLAIN_EVERY_S` (a bad value is not worth stopping a run for)."""
+    try:
+        value = float(os.environ.get(PLAIN_ENV, ""))
+    except ValueError:
+        return PLAIN_EVERY_S
+    return value if math.isfinite(value) and value > 0 else PLAIN_EVERY_S
+
+
+class PlainProgress:
+    """The part of rich's `Progress` our runs use (`add_task`, `update`, a context manager) as
+    plain lines on a console that is no terminal: "samples: 12/40 (30%)  2m10s  <stats>" at most
+    every `every` seconds on an update, from a timer while nothing updates (inside a running
+    event loop), and once at the end."""
+
+    def __init__(self, console: Console, label: str, enabled: bool, counts: bool, every: float):
+        self.console = console
+        self.label = label
+        self.enabled = enabled
+        self.counts = counts
+        self.every = every
+        self.total = 0.0
+        self.completed = 0.0
+        self.stats = ""
+        self.started = time.monotonic()
+        self._last = self.started
+        self._printed = ""
+        self._timer: asyncio.Task | None = None
+
+    def add_task(self, description: str, *, total: float, completed: float = 0, stats: str = "") -> int:
+        self.total, self.completed, self.stats = float(total or 0), float(completed or 0), stats
+        return 0
+
+    def update(
+        self,
+        task: int,
+        *,
+        advance: float | None = None,
+        completed: float | None = None,
+        stats: str | None = None,
+    ) -> None:
+        if completed is not None:
+            self.completed = float(completed)
+        if advance is not None:
+            self.completed += advance
+        if stats is not None:
+            self.stats = stats
+        if self.enabled and time.monotonic() - self._last >= self.every:
+            self.line()
+
+    def line(self) -> None:
+        """Print the state now, as one plain line."""
+        self._last = time.monotonic()
+        clock = _clock(int(self._last - self.started))
+        parts = []
+        if self.counts:
+            share = f" ({self.completed / self.total:.0%})" if self.total else ""
+            parts.append(f"{int(self.completed)}/{int(self.total)}{share}")
+        elif self.total:
+            parts.append(f"{self.completed / self.total:.0%}")
+        parts.append(clock)
+        stats = Text.from_markup(self.stats).plain if self.stats else ""
+        text = f"{self.label}: " + "  ".join(parts + ([stats] if stats else []))
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False)
+        self._printed = text
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.05, self.every - (time.monotonic() - self._last)))
+            if time.monotonic() - self._last >= self.every:
+                self.line()
+
+    def __enter__(self) -> PlainProgress:
+        self.started = self._last = time.monotonic()
+        if self.enabled:
+            with contextlib.suppress(RuntimeError):  # no running loop: lines come with updates only
+                self._timer = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.enabled:
+            self.line()
+
+
+def _clock(seconds: int) -> str:
+    """12s, 3m05s, 2h07m00s."""
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s"
+
+
+def progress_bar(
+    console: Console, label: str, enabled: bool, counts: bool = True
+) -> Progress | PlainProgress:
     """The one look of every live bar (mas runs, suites, games): label, bar, done/total, time,
     then the caller's `stats` field (`counts=False`: no done/total column, the caller's stats
-    say what is counted)."""
+    say what is counted). On a console that is no terminal: `PlainProgress`, plain lines."""
+    if not console.is_terminal:
+        return PlainProgress(console, label, enabled, counts, plain_every())
     columns = [TextColumn(f"[bold]{label}"), BarColumn()]
     if counts:
         columns.append(MofNCompleteColumn())

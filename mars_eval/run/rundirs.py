@@ -10,9 +10,10 @@ at a time, never all held at once; only what the tables need (`RunDir.light`: ev
 the texts) is kept. A report or export over runs of 10 MB replies thus holds about one record
 at a time, not every run.
 
-Folders that cannot be read (config.json unreadable or not an object, a task this version does
-not know) are not runs to show, but they are not passed over in silence either: `find_runs`
-names each in `skipped` with the reason, as it names samples.jsonl lines that are not records.
+Folders that cannot be read (config.json unreadable or not an object, a built-in task this
+version does not know; a custom task's run, named by its task file, is read from its config)
+are not runs to show, but they are not passed over in silence either: `find_runs` names each
+in `skipped` with the reason, as it names samples.jsonl lines that are not records.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mars_eval.models.base import ConfigError
 from mars_eval.run.records import EPISODE, SAMPLE
 from mars_eval.run.store import expand_record, scan_records
+
+if TYPE_CHECKING:
+    from mars_eval.tasks.base import Task
 
 STEP_RE = re.compile(r"(?:^|[/_-])(?:step[-_]?)(\d+)(?:$|/)")
 
@@ -56,6 +60,23 @@ class RunDir:
     @property
     def system(self) -> str:
         return str(self.config.get("system", ""))
+
+    @property
+    def custom(self) -> bool:
+        """A run of a custom task (`--task custom` or a task file): its config records the
+        answer type, which no built-in task's does (a folder of identity 1: the task custom)."""
+        return "answer_type" in self.config or self.task == "custom"
+
+    def make_task(self) -> Task:
+        """The run's task, to read its records with (extraction, agreement, scoring): a custom
+        task from its recorded name and answer type (it loads no data)."""
+        if self.custom:
+            from mars_eval.tasks.custom import scoring_task
+
+            return scoring_task(self.task, str(self.config.get("answer_type")))
+        from mars_eval.tasks import make_task
+
+        return make_task(self.task)
 
     @property
     def step(self) -> int | None:
@@ -203,7 +224,8 @@ def classify(path: Path) -> RunDir | None:
         if config.get("command") == "games":
             return RunDir(path, "games", config, summary)
         if "task" in config and "system" in config:
-            _known_task(config["task"])
+            if "answer_type" not in config:  # a custom task (its own name) is read from config.json
+                _known_task(config["task"])
             return RunDir(path, "mas", config, summary)
     if (path / "metrics.jsonl").is_file():
         return RunDir(path, "train", _read_json(path / "config.json"), {})

@@ -14,13 +14,14 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from mars_eval.mas import system_for
 from mars_eval.mas.base import SampleContext
-from mars_eval.mas.system import System
+from mars_eval.mas.system import System, checked_max_calls
 from mars_eval.models import make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient
 from mars_eval.models.context import overflow_of
@@ -205,6 +206,7 @@ async def run_eval(
     task = cfg.make_task()
     cfg.task = task.name  # an alias ("aime", "gpqa") names the same run folder as the task itself
     system = system_for(cfg.system, cfg)
+    checked_max_calls(system)  # a system of the user's whose max_calls raises: one line, no folder
     if cfg.samples < 1:
         raise ConfigError("--samples must be at least 1")
     if problems is None:
@@ -238,6 +240,7 @@ async def run_eval(
             cfg.system_options = {**cfg.system_options, matched: value}
             system = system_for(cfg.system, cfg)
         system.bind(client, model_name)
+        made = _missing_folders(Path(cfg.output))  # what open_run creates: removed again if nothing ran
         store = open_run(cfg, system.name, model_name, engine_kind(client), loaded, say)
         try:
             return await _run(
@@ -257,12 +260,33 @@ async def run_eval(
             store.close()
             if empty:
                 shutil.rmtree(store.dir, ignore_errors=True)
+                _remove_empty(made)
             raise
         finally:
             store.close()
     finally:
         if close_client:
             await client.aclose()
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet, deepest first."""
+    out = []
+    path = path.expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        out.append(path)
+        path = path.parent
+    return out
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first) while each is empty: an --output this run made for a run
+    that never started leaves nothing behind."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another run wrote there meanwhile), or gone
+            return
 
 
 async def _run(

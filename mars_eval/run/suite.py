@@ -71,15 +71,29 @@ class SuitePlan:
     tasks: list[str]
     template: EvalConfig  # everything but model, system, task and data files
     data_files: dict[str, str | None] = field(default_factory=dict)
+    # each custom task's settings by name (a task file's, its name among them; "custom": the
+    # flags); a task absent here: the template's task_options for `custom`, none for the rest
+    task_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the tasks' declared settings given (tasks.registry, --arith-steps): each to the task declaring it
+    task_settings: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_data_files(values: list[str] | None, tasks: list[str]) -> dict[str, str | None]:
+def parse_data_files(
+    values: list[str] | None, tasks: list[str], own: dict[str, str | None] | None = None
+) -> dict[str, str | None]:
     """`--data-files PATH` (one task only) or `--data-files TASK=PATH` (repeatable), per task.
+    `own`: the task files' tasks (by name) with the data each file names (None: none, so it
+    needs a value here).
 
     A value is read as TASK=PATH only when the part before '=' names a task, so paths that
     contain '=' still work.
     """
-    canonical = [make_task(t).name for t in tasks]
+    own = own or {}
+
+    def task_name(value: str) -> str:
+        return value if value in own else make_task(value).name
+
+    canonical = [task_name(t) for t in tasks]
     out: dict[str, str | None] = dict.fromkeys(canonical)
     plain: list[str] = []
     for value in values or []:
@@ -87,7 +101,7 @@ def parse_data_files(values: list[str] | None, tasks: list[str]) -> dict[str, st
         name = None
         if sep:
             try:
-                name = make_task(head).name
+                name = task_name(head)
             except ConfigError:
                 name = None
         if name is None:
@@ -100,6 +114,14 @@ def parse_data_files(values: list[str] | None, tasks: list[str]) -> dict[str, st
         if len(plain) > 1 or len(canonical) > 1:
             raise ConfigError("with several --task values give --data-files as TASK=PATH, one per task")
         out[canonical[0]] = plain[0]
+    for name, path in own.items():  # a task file's own data_files, or a value here: one of the two
+        if path is not None and out.get(name) is not None:
+            raise ConfigError(f"--data-files: task file {name} names its data_files; give one of the two")
+        if path is None and out.get(name) is None:
+            raise ConfigError(
+                f"task file {name} names no data_files; add it or give --data-files {name}=PATH"
+            )
+        out[name] = out.get(name) or path
     return out
 
 
@@ -173,8 +195,8 @@ def plan_cells(plan: SuitePlan) -> list[Cell]:
                     system=system,
                     model=model,
                     data_files=plan.data_files.get(task),
-                    # the custom-task flags are the custom task's only (other tasks refuse them)
-                    task_options=plan.template.task_options if _is_custom(task) else None,
+                    # the custom-task settings are the custom tasks' only (other tasks refuse them)
+                    task_options=_task_options(plan, task),
                 )
                 cells.append(Cell(model, system, task, cfg))
     return cells
@@ -187,8 +209,18 @@ def _matched_later(cell: Cell) -> bool:
     return option is not None and cell.cfg.system_options.get(option) is None
 
 
-def _is_custom(task: str) -> bool:
-    return make_task(task).name == "custom"
+def _task_options(plan: SuitePlan, task: str) -> dict[str, Any] | None:
+    """The settings of a custom task of the suite (a task file's, or the flags'), else the
+    declared settings given that `task` declares (None when none)."""
+    if task in plan.task_options:
+        return plan.task_options[task] or None
+    built = make_task(task)
+    if built.name == "custom":
+        return plan.template.task_options
+    from mars_eval.tasks.registry import lookup
+
+    own = {s.name for s in lookup(built.name).settings}
+    return {k: v for k, v in plan.task_settings.items() if k in own} or None
 
 
 def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
@@ -198,7 +230,7 @@ def load_problems(plan: SuitePlan) -> dict[str, list[Problem]]:
     loaded = {}
     template = plan.template
     for task_name in plan.tasks:
-        options = template.task_options if _is_custom(task_name) else None
+        options = _task_options(plan, task_name)
         problems = load_task_problems(
             make_task(
                 task_name, prompts=template.pack(), task_prompt=template.task_prompt, **(options or {})
@@ -221,7 +253,7 @@ def _done_before(cell: Cell, engine: str, problems: list[Problem]) -> int:
     the folder is named as `mas` names it (`runner.run_folder`)."""
     if cell.cfg.fresh or _matched_later(cell):
         return 0
-    cfg = replace(cell.cfg, task=make_task(cell.task).name)
+    cfg = replace(cell.cfg, task=cell.cfg.make_task().name)
     path, _ = run_folder(cfg, cell.system, cell.model, engine, data_hash(problems))
     ok = sum(1 for r in read_records(path / "samples.jsonl").values() if not r.get("error"))
     return min(ok, cell.total)

@@ -34,13 +34,14 @@ def __getattr__(name: str) -> Any:
 
 
 def make_task(
-    name: str, prompts: PromptPack | None = None, task_prompt: str = "ours", **options: Any
+    name: str, /, prompts: PromptPack | None = None, task_prompt: str = "ours", **options: Any
 ) -> Task:
     """Build a task by name, alias or task file (FILE.yaml); an unknown name raises ConfigError
     listing the valid ones (and the nearest, for a typo). `prompts`: the prompt pack whose task
     templates it uses (None: `ours`); `task_prompt`: "ours" (the question and our answer format)
     or "bare" (the question as the references send it). `options` are the custom task's
-    (`tasks.custom`): given to another task, a ConfigError."""
+    (`tasks.custom`): given to another task, a ConfigError. A custom task's `name` option (a
+    task file's name) builds it under that name: make_task("capitals", name="capitals", ...)."""
     from mars_eval.tasks import registry, task_file
     from mars_eval.tasks.prompting import TaskPrompts
 
@@ -48,14 +49,22 @@ def make_task(
     tp = TaskPrompts(prompts, task_prompt) if prompts is not None else TaskPrompts(style=task_prompt)
     if task_file.is_task_file(name):
         return task_file.task_from_file(name, tp, given)
-    entry = registry.lookup(name)
-    if given and not entry.options:
-        flag = "--" + next(iter(given)).replace("_", "-")
+    # a task file's task by its name, with its settings (a run's `task_options` hold the name)
+    entry = registry.lookup("custom" if given.get("name") == name else name)
+    declared = registry.task_settings()
+    for key in given:
+        if key in entry.accepts:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if key in declared:
+            raise ConfigError(f"{flag} is used by --task {declared[key][0]} only")
         owners = [e.name for e in registry.entries() if e.options]
-        raise ConfigError(f"{flag} is used by --task {' or '.join(owners)} only")
-    unknown = sorted(set(given) - set(entry.options))
-    if unknown:
-        raise ConfigError(f"task {entry.name} has no option {unknown[0]!r}")
+        if any(key in e.options for e in registry.entries()):
+            raise ConfigError(f"{flag} is used by --task {' or '.join(owners)} only")
+        raise ConfigError(f"task {entry.name} has no option {key!r}")
+    for setting in entry.settings:
+        if setting.name in given:
+            given[setting.name] = setting.check(given[setting.name])
     return entry.make(tp, **given)
 
 

@@ -1,7 +1,10 @@
 """`arith`: synthetic integer-arithmetic word problems, needing no data file.
 
-The offline demo task and a test workhorse: N (default 30) two- or three-step word problems
-with non-negative integer answers, generated from `random.Random(f"arith:{problem_seed}")`.
+The offline demo task and a test workhorse: N (default 30) word problems of one to three steps
+(mostly two or three) with non-negative integer answers, generated from
+`random.Random(f"arith:{problem_seed}")`. `--arith-steps N` (1-3) makes every problem take N
+operations (one-step problems are what a 135M model can score on), from a generator of their own;
+at the default 0 the problems, ids and run identities are the ones arith always had.
 The problems depend only on `problem_seed` (default 0), not on the run seed passed to
 `load`, so runs with different sampling seeds answer the same questions.
 
@@ -16,6 +19,7 @@ import random
 from collections.abc import Callable
 
 from mars_eval.models.base import ConfigError
+from mars_eval.models.settings import Setting
 from mars_eval.tasks.base import Problem
 from mars_eval.tasks.loading import HubDataset
 from mars_eval.tasks.math_scoring import MathScorer
@@ -88,18 +92,59 @@ def _pages(r: random.Random) -> tuple[str, int]:
     return q, pages - per_day * days
 
 
+def _apples(r: random.Random) -> tuple[str, int]:
+    have, more = r.randint(3, 60), r.randint(2, 40)
+    name = r.choice(NAMES)
+    return (
+        f"{name} has {have} apples and buys {more} more. How many apples does {name} have now?",
+        have + more,
+    )
+
+
+def _stickers(r: random.Random) -> tuple[str, int]:
+    have = r.randint(10, 90)
+    gave = r.randint(1, have)
+    name = r.choice(NAMES)
+    return f"{name} has {have} stickers and gives away {gave}. How many stickers are left?", have - gave
+
+
+def _crates(r: random.Random) -> tuple[str, int]:
+    crates, each = r.randint(2, 9), r.randint(2, 12)
+    return (
+        f"There are {crates} crates with {each} oranges in each. How many oranges are there?",
+        crates * each,
+    )
+
+
+# The default mix (`steps` 0): these six, drawn as they always were (today's problems and ids).
 TEMPLATES: tuple[Template, ...] = (_bakery, _savings, _bus, _garden, _sharing, _pages)
+# By the operations a problem takes, for --arith-steps N.
+BY_STEPS: dict[int, tuple[Template, ...]] = {
+    1: (_apples, _stickers, _crates, _sharing),
+    2: (_bakery, _garden, _pages),
+    3: (_savings, _bus),
+}
+STEPS = Setting(
+    "arith_steps",
+    int,
+    0,
+    "operations per problem, 1 to 3 (0: the mix of one to three steps it has always had)",
+    low=0,
+    high=3,
+)
 
 
 def make_arith_problems(
-    n: int = 30, problem_seed: int = 0, prompts: TaskPrompts | None = None
+    n: int = 30, problem_seed: int = 0, prompts: TaskPrompts | None = None, steps: int = 0
 ) -> list[Problem]:
-    """`n` word problems with non-negative integer answers (deterministic in problem_seed)."""
+    """`n` word problems with non-negative integer answers (deterministic in problem_seed and
+    steps); `steps` 1-3: every problem takes that many operations; 0: the default mix."""
     prompts = prompts or TaskPrompts()
-    r = random.Random(f"arith:{problem_seed}")
+    r = random.Random(f"arith:{problem_seed}" if steps == 0 else f"arith:{problem_seed}:steps{steps}")
+    templates = TEMPLATES if steps == 0 else BY_STEPS[steps]
     problems: list[Problem] = []
     while len(problems) < n:
-        question, answer = r.choice(TEMPLATES)(r)
+        question, answer = r.choice(templates)(r)
         if answer < 0:  # e.g. more muffins sold than baked: draw again
             continue
         i = len(problems)
@@ -109,7 +154,7 @@ def make_arith_problems(
                 prompt=prompts.math(question),
                 gold=str(answer),
                 question=question,
-                meta={"problem_seed": problem_seed},
+                meta={"problem_seed": problem_seed, **({"steps": steps} if steps else {})},
             )
         )
     return problems
@@ -124,15 +169,17 @@ class ArithTask(MathTask):
         problem_seed: int = 0,
         scorer: MathScorer | None = None,
         prompts: TaskPrompts | None = None,
+        steps: int = 0,
     ) -> None:
         super().__init__("arith", HubDataset(repo="", split="", columns=()), scorer=scorer, prompts=prompts)
         self.n = n
         self.problem_seed = problem_seed
+        self.steps = steps
 
     def load(self, data_files: str | None = None, seed: int = 0) -> list[Problem]:
         if data_files is not None:
             raise ConfigError("task arith is generated offline and takes no --data-files")
-        return make_arith_problems(self.n, self.problem_seed, self.prompts)
+        return make_arith_problems(self.n, self.problem_seed, self.prompts, self.steps)
 
 
 @register_task(
@@ -140,6 +187,7 @@ class ArithTask(MathTask):
     source="generated offline",
     answer_type="math",
     help="synthetic arithmetic word problems, generated offline",
+    settings=(STEPS,),
 )
-def arith_task(prompts: TaskPrompts | None = None) -> ArithTask:
-    return ArithTask(prompts=prompts)
+def arith_task(prompts: TaskPrompts | None = None, arith_steps: int = 0) -> ArithTask:
+    return ArithTask(prompts=prompts, steps=arith_steps)

@@ -21,7 +21,8 @@ Answer types, each the same prompt, extraction and scoring as a built-in task:
   be the letter or the correct option's text; options are a list, a JSON list, or text with one
   option per line; shown in the file's order (no shuffle);
 - exact: the final answer within `\\boxed{}` (or after "the answer is"), compared with the gold
-  as text, ignoring case, surrounding spaces and a final period.
+  as text, ignoring case, surrounding spaces, a final period and surrounding quotes ("Madrid"
+  or 'Madrid' is Madrid).
 """
 
 from __future__ import annotations
@@ -44,7 +45,22 @@ from mars_eval.tasks.registry import ANSWER_TYPES, register_task
 
 ALL_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 FIELDS = ("question_field", "answer_field", "id_field", "choices_field", "answer_type")
-OPTIONS = (*FIELDS, "question_template")  # what make_task("custom", ...) takes
+OPTIONS = (*FIELDS, "question_template", "name")  # what make_task("custom", ...) takes
+NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,47}")
+NAME_RULE = "1 to 48 lower-case letters, digits, '-' or '_', starting with a letter"
+
+
+def check_task_name(name: str) -> str:
+    """A custom task's name (a task file's `name`): what its run folders, identity, report
+    columns and suite cells are called. ConfigError (one line) for a name that is not
+    identifier-like, or that a built-in task or alias already has."""
+    from mars_eval.tasks.registry import canonical, task_names
+
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ConfigError(f"name {name!r} is not a task name ({NAME_RULE})")
+    if name in task_names() or canonical(name) != name:
+        raise ConfigError(f"name {name!r} is a built-in task's name or alias; choose another")
+    return name
 
 
 def template_columns(template: str) -> list[str]:
@@ -102,12 +118,28 @@ def _cell_text(value: Any, column: str, what: str, place: str) -> str:
     return text
 
 
+# Quote pairs that may surround an exact answer ("Madrid", 'Madrid', “Madrid”, `Madrid`).
+_QUOTES = (('"', '"'), ("'", "'"), ("\u201c", "\u201d"), ("\u2018", "\u2019"), ("`", "`"))
+
+
 def _exact_key(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().rstrip(".").strip()).casefold()
+    """An exact answer as compared: surrounding spaces, a final period and surrounding quotes
+    (a matching pair, any number of times, in any order) dropped, spaces collapsed, case folded."""
+    key = text.strip()
+    while True:
+        before = key
+        key = key.rstrip(".").strip()
+        for left, right in _QUOTES:
+            if len(key) >= 2 and key.startswith(left) and key.endswith(right):
+                key = key[1:-1].strip()
+        if key == before:
+            break
+    return re.sub(r"\s+", " ", key).casefold()
 
 
 class CustomTask:
-    """A task over a user's file (see the module docstring)."""
+    """A task over a user's file (see the module docstring); `name` is "custom" for the flags,
+    a task file's own name for a task file."""
 
     name = "custom"
 
@@ -122,7 +154,10 @@ class CustomTask:
         scorer: MathScorer | None = None,
         prompts: TaskPrompts | None = None,
         data_files: str | None = None,
+        name: str | None = None,
     ) -> None:
+        # "custom" (the flags) or a task file's own name: what its runs are called
+        self.name = check_task_name(name) if name is not None else "custom"
         self.prompts = prompts or TaskPrompts()
         self.answer_type = answer_type or "math"
         if self.answer_type not in ANSWER_TYPES:
@@ -307,3 +342,13 @@ class CustomTask:
 )
 def custom_task(prompts: TaskPrompts | None = None, **options: Any) -> CustomTask:
     return CustomTask(**options, prompts=prompts)
+
+
+def scoring_task(name: str, answer_type: str | None) -> CustomTask:
+    """The custom task a finished run is read with (`report`: extraction, agreement, scoring),
+    from what its config.json records: the task's name and answer type; it loads no data."""
+    kind = answer_type if answer_type in ANSWER_TYPES else "math"
+    choices = "options" if kind == "choice" else None  # a choice task's options column: never read here
+    task = CustomTask(answer_type=kind, choices_field=choices)
+    task.name = name  # as recorded
+    return task

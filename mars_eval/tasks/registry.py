@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.models.settings import Setting
 
 if TYPE_CHECKING:
     from mars_eval.tasks.base import Task
@@ -48,9 +49,16 @@ class TaskEntry:
     help: str  # one line
     aliases: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
+    # declared settings (`Setting`): each a flag of `mas` and a keyword of the API, checked by
+    # its declaration, in the run identity only when it differs from its default
+    settings: tuple[Setting, ...] = ()
 
     def make(self, prompts: TaskPrompts, **options: Any) -> Task:
         return self.build(prompts, **options)
+
+    @property
+    def accepts(self) -> tuple[str, ...]:
+        return (*self.options, *(s.name for s in self.settings))
 
 
 _TASKS: dict[str, TaskEntry] = {}
@@ -66,6 +74,7 @@ def register_task(
     help: str,
     aliases: tuple[str, ...] = (),
     options: tuple[str, ...] = (),
+    settings: tuple[Setting, ...] = (),
 ) -> Callable[[Builder], Builder]:
     """Declare a task built by the decorated function; a name or alias taken twice, or an
     unknown answer type, is a bug in the declaring module (ValueError at import)."""
@@ -78,7 +87,9 @@ def register_task(
                 raise ValueError(f"task name or alias {key!r} is declared twice")
             if key != key.lower() or not key:
                 raise ValueError(f"task name or alias {key!r} must be lower case")
-        _TASKS[name] = TaskEntry(name, build, source, answer_type, help, tuple(aliases), tuple(options))
+        _TASKS[name] = TaskEntry(
+            name, build, source, answer_type, help, tuple(aliases), tuple(options), tuple(settings)
+        )
         _ALIASES.update(dict.fromkeys(aliases, name))
         return build
 
@@ -132,6 +143,17 @@ def lookup(name: str) -> TaskEntry:
         f"unknown task {name!r}; {hint}choose one of: {', '.join(names)} (aliases: {aliases}), "
         "or give a task file (FILE.yaml)"
     )
+
+
+def task_settings() -> dict[str, tuple[str, Setting]]:
+    """Every task's declared settings by name: (the task declaring it, its declaration)."""
+    out: dict[str, tuple[str, Setting]] = {}
+    for e in entries():
+        for setting in e.settings:
+            if setting.name in out:
+                raise ValueError(f"tasks {out[setting.name][0]} and {e.name} both declare {setting.name!r}")
+            out[setting.name] = (e.name, setting)
+    return out
 
 
 def task_help() -> str:

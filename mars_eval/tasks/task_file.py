@@ -1,6 +1,7 @@
 """`--task FILE.yaml`: a task file, the file form of `--task custom`'s flags.
 
     # capitals.yaml
+    name: capitals                 # optional: the file's stem by default
     data_files: capitals.jsonl     # relative to this file's folder
     question_field: q              # or question_template: "Name the capital of {country}."
     answer_field: gold
@@ -9,12 +10,16 @@
 
 Keys are the flags' names with underscores (`data_files`, `question_field`, `answer_field`,
 `id_field`, `choices_field`, `answer_type`) plus `question_template`, the question built from a
-row's columns (`tasks.custom`). A run of a task file is the run of the same flags: task `custom`,
-the same identity (the data hash, the answer type), hence the same run folder, so either form
-resumes the other's runs. `--data-files` fills in a file without `data_files`.
+row's columns (`tasks.custom`), and `name`. `--data-files` fills in a file without `data_files`.
 
-A task file is small and flat: at most 64 KiB, one mapping of text values, no anchors or aliases
-(no expansion bombs); anything else is refused in one line (exit 2) before any work.
+The task's name (`name`, default the file's stem; `custom.check_task_name`) is what its runs are
+called: the task in the run's identity and folder name, the report's column, the suite's cell,
+so two task files are two tasks. A run folder made before names by the same settings (task
+`custom`) is renamed to the named one on its first run (`run.config.open_run`).
+
+A task file is small and flat: at most 64 KiB, one mapping of text values, each key once, no
+anchors or aliases (no expansion bombs); anything else (a repeated key too, named with its line)
+is refused in one line (exit 2) before any work.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ TASK_OPTIONS = (
     "answer_type",
     "question_template",
 )
-KEYS = ("data_files", *TASK_OPTIONS)
+KEYS = ("name", "data_files", *TASK_OPTIONS)
 
 
 def is_task_file(name: str) -> bool:
@@ -73,6 +78,22 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        """The mapping, refusing a key given twice (else the last one would silently win)."""
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    repeated = key in seen
+                except TypeError:  # an unhashable key: refused as such by the constructor
+                    continue
+                if repeated:
+                    raise _Refused(f"key {str(key)!r} is repeated on line {line} (first on line {seen[key]})")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
 
 @dataclass(frozen=True)
 class TaskFile:
@@ -81,6 +102,7 @@ class TaskFile:
     path: Path
     data_files: str | None  # resolved against the file's folder
     options: dict[str, str] = field(default_factory=dict)  # the custom task's, as make_task takes them
+    name: str = "custom"  # the task's name (`name`, else the file's stem): also options["name"]
 
 
 def read_task_file(name: str) -> TaskFile:
@@ -119,7 +141,15 @@ def read_task_file(name: str) -> TaskFile:
         found = Path(data_files.strip()).expanduser()
         data_files = str(found if found.is_absolute() else (path.parent / found).resolve())
     options = {k: data[k] if k == "question_template" else data[k].strip() for k in TASK_OPTIONS if k in data}
-    return TaskFile(path, data_files, options)
+    from mars_eval.tasks.custom import check_task_name
+
+    name = data["name"].strip() if "name" in data else path.stem
+    try:
+        check_task_name(name)
+    except ConfigError as exc:
+        hint = "" if "name" in data else " (the file's name; set `name:` in it)"
+        raise ConfigError(f"{where}: {exc}{hint}") from None
+    return TaskFile(path, data_files, {**options, "name": name}, name)
 
 
 def _as_keys(message: str) -> str:
@@ -154,8 +184,9 @@ def _build(name: str, spec: TaskFile, prompts: TaskPrompts | None = None) -> Cus
 def as_custom(
     task: str, data_files: str | None, task_options: dict[str, Any] | None
 ) -> tuple[str, str | None, dict[str, Any] | None]:
-    """(task, data files, custom-task options) with a task file replaced by the `--task custom`
-    flags it stands for; a task name comes back unchanged. Flags that the file sets are refused."""
+    """(task, data files, custom-task options) with a task file replaced by its name, its data
+    and its settings (the name among them); a task name comes back unchanged. Flags that the
+    file sets are refused."""
     if not is_task_file(task):
         return task, data_files, task_options
     _refuse_flags(task, dict(task_options or {}))
@@ -165,26 +196,49 @@ def as_custom(
         raise ConfigError(f"--data-files: task file {task} names its data_files; give one of the two")
     if spec.data_files is None and data_files is None:
         raise ConfigError(f"task file {task} names no data_files; add it or give --data-files")
-    return "custom", spec.data_files or data_files, dict(spec.options) or None
+    return spec.name, spec.data_files or data_files, dict(spec.options)
 
 
-def expand_suite_tasks(
-    tasks: list[str], data_files: list[str] | None, task_options: dict[str, Any] | None
-) -> tuple[list[str], list[str] | None, dict[str, Any] | None]:
-    """`suite --task` values with a task file turned into `custom`, its data files into a
-    `custom=PATH` value and its settings into the custom-task options (one task file at most:
-    it runs as the task custom, as the flags would)."""
+@dataclass(frozen=True)
+class SuiteTasks:
+    """`suite --task` values with each task file replaced by its name."""
+
+    tasks: list[str]  # in the order given, duplicates kept (the caller makes names canonical)
+    named: tuple[str, ...] = ()  # the task files' names
+    data_files: dict[str, str | None] = field(default_factory=dict)  # a task file's own data, by name
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom tasks' settings, by name
+
+
+def expand_suite_tasks(tasks: list[str], task_options: dict[str, Any] | None) -> SuiteTasks:
+    """The suite's tasks, each task file by its name with its settings and data; the custom-task
+    flags (`task_options`) are `--task custom`'s, refused when only task files would take them.
+    Two different task files of one name are refused (one line: give one a `name:`)."""
     files = [t for t in tasks if is_task_file(t)]
+    flags = dict(task_options or {})
     if not files:
-        return tasks, data_files, task_options
+        return SuiteTasks(list(tasks), options={"custom": flags} if flags else {})
     from mars_eval.tasks.registry import canonical
 
-    if len(files) > 1 or any(canonical(t) == "custom" for t in tasks if not is_task_file(t)):
-        raise ConfigError("a suite takes one custom task: one task file, or --task custom with its flags")
-    _refuse_flags(files[0], dict(task_options or {}))
-    spec = read_task_file(files[0])
-    _build(files[0], spec)  # a bad setting: one line before any work
-    values = list(data_files or [])
-    if spec.data_files is not None:
-        values.append(f"custom={spec.data_files}")
-    return [("custom" if is_task_file(t) else t) for t in tasks], values or None, dict(spec.options) or None
+    if flags and not any(canonical(t) == "custom" for t in tasks if not is_task_file(t)):
+        _refuse_flags(files[0], flags)
+    specs: dict[str, TaskFile] = {}
+    out = []
+    for value in tasks:
+        if not is_task_file(value):
+            out.append(value)
+            continue
+        spec = read_task_file(value)
+        _build(value, spec)  # a bad setting: one line before any work
+        other = specs.get(spec.name)
+        if other is not None and other.path.resolve() != spec.path.resolve():
+            raise ConfigError(
+                f"task files {other.path} and {spec.path} are both named {spec.name!r}; "
+                "give one of them another `name:`"
+            )
+        specs[spec.name] = spec
+        out.append(spec.name)
+    options: dict[str, dict[str, Any]] = {name: dict(spec.options) for name, spec in specs.items()}
+    if flags:
+        options["custom"] = flags
+    data = {name: spec.data_files for name, spec in specs.items()}
+    return SuiteTasks(out, tuple(specs), data, options)

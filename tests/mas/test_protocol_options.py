@@ -110,7 +110,8 @@ def test_mad_stop_rules(tmp_path, scripted_server):
     report = run_cli(["report", str(Path(s["run_dir"]).parent), "--format", "md"])
     assert report.returncode == 0, report.describe()
     quality = (Path(s["run_dir"]).parent / "report.md").read_text()
-    assert f"| 4 | 0 | 2 / 1 / 1 |  |  | {OURS.name} {OURS.hash} |" in quality  # no answer, unparsed, mad
+    counts = "verdict not an answer 2 / verdict unparseable 1 / judge no answer 1"  # mad's own (declared)
+    assert f"| 4 | 0 | {counts} |  |  | {OURS.name} {OURS.hash} |" in quality  # no answer, unparsed, mad
 
     lenient = _mas(srv, tmp_path, "--mad-stop", "lenient")
     assert lenient.returncode == 0, lenient.describe()

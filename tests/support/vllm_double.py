@@ -40,6 +40,8 @@ class SamplingParams:
     max_tokens: int = 16
     logprobs: int | None = None
     seed: int | None = None
+    stop: list[str] | None = None  # accepted as vLLM does; not applied by the double
+    include_stop_str_in_output: bool = False
 
 
 def TokensPrompt(prompt_token_ids: list[int]) -> dict[str, Any]:  # noqa: N802 (vLLM's name)
@@ -73,6 +75,7 @@ class Counters:
     rpc_calls: int = 0
     tensors_loaded: int = 0
     max_tensors_per_rpc: int = 0
+    rpc_while_kv_awake: int = 0  # weights loaded while the KV cache is allocated too
     loaded_dtypes: set[str] = field(default_factory=set)
 
 
@@ -139,7 +142,8 @@ class LLM:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.counters = Counters()
-        self.asleep = False
+        self.asleep_parts: set[str] = set()  # what sleeps: "weights", "kv_cache" (wake-up tags)
+        self.wakes: list[tuple[str, ...]] = []  # each wake_up's tags, in order
         self.tp_group = self.dp_group = None
         world = dist.get_world_size() if dist.is_initialized() else 1
         if world > 1:
@@ -164,9 +168,13 @@ class LLM:
         return self.worker.model_runner.model.hf
 
     # --- the API the engine uses ----------------------------------------------------------
+    @property
+    def asleep(self) -> bool:
+        return bool(self.asleep_parts)
+
     def generate(self, prompts: list[dict], params: list[SamplingParams], use_tqdm: bool = False):
-        if self.asleep:
-            raise RuntimeError("generate while the engine sleeps (its weights are offloaded)")
+        if self.asleep_parts:
+            raise RuntimeError(f"generate while the engine sleeps ({', '.join(sorted(self.asleep_parts))})")
         self.counters.generate_calls += 1
         self._same_inputs_in_tp_group(prompts, params)
         outputs = [self._one(p["prompt_token_ids"], sp) for p, sp in zip(prompts, params, strict=True)]
@@ -174,16 +182,22 @@ class LLM:
         return outputs
 
     def collective_rpc(self, method: Any, args: tuple = (), kwargs: dict | None = None) -> list[Any]:
-        if self.asleep:
-            raise RuntimeError("collective_rpc while the engine sleeps")
+        if "weights" in self.asleep_parts:
+            raise RuntimeError("collective_rpc while the engine's weights sleep")
+        if not self.asleep_parts:
+            self.counters.rpc_while_kv_awake += 1  # a push beside the whole KV cache
         self.counters.rpc_calls += 1
         return [method(self.worker, *args, **(kwargs or {}))]
 
     def sleep(self, level: int = 1) -> None:
-        self.asleep = True
+        self.asleep_parts = {"weights", "kv_cache"}
 
     def wake_up(self, tags: list[str] | None = None) -> None:
-        self.asleep = False
+        woken = {"weights", "kv_cache"} if tags is None else set(tags)
+        if not woken <= {"weights", "kv_cache"}:
+            raise ValueError(f"unknown wake-up tags {tags}")
+        self.wakes.append(tuple(sorted(woken)))
+        self.asleep_parts -= woken
 
     def reset_prefix_cache(self) -> bool:
         return True

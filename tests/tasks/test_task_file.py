@@ -1,9 +1,10 @@
-"""`--task FILE.yaml`: the file form of the `--task custom` flags (issue 26, item 3).
+"""`--task FILE.yaml`: the file form of the `--task custom` flags (issue 26, item 3), under the
+file's own name (issue 38: `name`, default the file's stem).
 
-Through the CLI against the scripted endpoint: a task file runs, resumes, names the same run
-folder as the same flags (so folders made with the flags keep their identity), resolves its
-data path against its own folder, builds the question from its `question_template`; a bad
-file is one line and exit 2.
+Through the CLI against the scripted endpoint: a task file runs and resumes under its name, the
+flags keep their run folder (so folders made with the flags keep their identity), a task file
+resolves its data path against its own folder, builds the question from its
+`question_template`; a bad file is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -65,15 +66,16 @@ CAPITALS = (
 )
 
 
-def test_task_file_runs_resumes_and_names_the_flags_folder(tmp_path, scripted_server):
+def test_task_file_runs_and_resumes_under_its_name(tmp_path, scripted_server):
     tasks = tmp_path / "tasks"  # not the working folder: data_files resolves against the file's folder
     _data(tasks)
     spec = _task_file(tasks, CAPITALS)
     srv = scripted_server(_exact_policy())
     first = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec), "--limit", "1"))
     assert first.returncode == 0, first.describe()
-    assert first.summary["task"] == "custom" and first.summary["n"] == 1
-    assert Path(first.summary["run_dir"]).name == FLAGS_FOLDER  # the flags' run, to the letter
+    assert first.summary["task"] == "capitals" and first.summary["n"] == 1
+    name = Path(first.summary["run_dir"]).name
+    assert name.startswith("capitals-single-scripted-model-") and name != FLAGS_FOLDER
 
     again = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec)))
     assert again.returncode == 0, again.describe()
@@ -81,7 +83,7 @@ def test_task_file_runs_resumes_and_names_the_flags_folder(tmp_path, scripted_se
     assert again.summary["n"] == 2 and again.summary["calls_sent"] == 1  # the finished sample is kept
     assert again.summary["accuracy"] == 0.5  # "Paris" is "paris." as exact text; "Milan" is not "Rome"
     config = json.loads(Path(again.summary["run_dir"], "config.json").read_text())
-    assert config["task"] == "custom" and config["answer_type"] == "exact"
+    assert config["task"] == "capitals" and config["answer_type"] == "exact"
 
     report = run_cli(["report", str(tmp_path / "runs"), "--format", "md"])
     assert report.returncode == 0, report.describe()
@@ -136,6 +138,11 @@ BAD_FILES = {
     "both.yaml": ("data_files: rows.jsonl\nquestion_field: q\nquestion_template: '{q}'\n", "not both"),
     "dotted.yaml": ("data_files: rows.jsonl\nquestion_template: '{q.__class__}'\n", "not a column name"),
     "nocolumn.yaml": ("data_files: rows.jsonl\nquestion_template: 'no placeholder'\n", "names no column"),
+    "repeated.yaml": (
+        "data_files: rows.jsonl\nanswer_field: gold\nquestion_field: q\nanswer_field: other\n",
+        "key 'answer_field' is repeated on line 4 (first on line 2)",
+    ),
+    "flowrepeat.yaml": ("{data_files: a.jsonl, data_files: b.jsonl}\n", "key 'data_files' is repeated"),
 }
 
 
@@ -155,7 +162,7 @@ def test_bad_task_files_are_refused_in_one_line(tmp_path):
 def test_bad_task_files_exit_2_through_the_cli(tmp_path):
     _data(tmp_path)
     spec = _task_file(tmp_path, CAPITALS)
-    for name in ("missing.yaml", "bomb.yaml", "typo.yaml"):
+    for name in ("missing.yaml", "bomb.yaml", "typo.yaml", "repeated.yaml"):
         text, _ = BAD_FILES[name]
         if text is not None:
             (tmp_path / name).write_text(text)
@@ -167,6 +174,7 @@ def test_bad_task_files_exit_2_through_the_cli(tmp_path):
         ([str(tmp_path / "missing.yaml")], "no such file"),
         ([str(tmp_path / "bomb.yaml")], "anchors and aliases"),
         ([str(tmp_path / "typo.yaml")], "did you mean 'answer_field'"),
+        ([str(tmp_path / "repeated.yaml")], "key 'answer_field' is repeated on line 4"),
         ([str(late)], "no column 'nope'"),  # found when the data is read
         ([str(nodata)], "names no data_files"),
         ([str(spec), "--answer-type", "math"], "--answer-type: "),
@@ -191,14 +199,12 @@ def test_suite_runs_a_task_file_beside_a_built_in_task(tmp_path, scripted_server
     res = run_cli(suite)
     assert res.returncode == 0, res.describe()
     cells = {c["task"]: c for c in json.loads(res.stdout.strip().splitlines()[-1])["runs"]}
-    assert set(cells) == {"custom", "arith"}
-    assert Path(cells["custom"]["run_dir"]).name == FLAGS_FOLDER and cells["custom"]["accuracy"] == 0.5
+    assert set(cells) == {"capitals", "arith"}
+    assert Path(cells["capitals"]["run_dir"]).name.startswith("capitals-single-")
+    assert cells["capitals"]["accuracy"] == 0.5
     again = run_cli(_mas(srv.base_url, tmp_path / "runs", str(spec)))  # `mas` resumes the suite's cell
     assert again.returncode == 0 and again.summary["calls_sent"] == 0, again.describe()
-    two = run_cli([*suite, "--task", "custom", "--data-files", f"custom={tasks / 'rows.jsonl'}"])
-    assert two.returncode == 2 and "one custom task" in two.stderr and two.stderr.count("\n") == 1, (
-        two.describe()
-    )
+    assert again.summary["run_dir"] == cells["capitals"]["run_dir"]
 
 
 def test_the_documented_task_files_are_valid_and_list_every_key(tmp_path):
@@ -213,5 +219,6 @@ def test_the_documented_task_files_are_valid_and_list_every_key(tmp_path):
     for i, block in enumerate(blocks):
         path = tmp_path / f"doc{i}.yaml"
         path.write_text(block)
-        assert make_task(str(path)).name == "custom"
+        named = re.search(r"^name: (\S+)", block, flags=re.M)
+        assert make_task(str(path)).name == (named.group(1) if named else f"doc{i}")
     assert all(f"| `{key}` |" in doc for key in KEYS)

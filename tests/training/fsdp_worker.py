@@ -70,6 +70,8 @@ def whole_loop(trainer) -> dict:
         "collective_steps": c.collective_steps,
         "tensors_loaded": c.tensors_loaded,
         "max_tensors_per_rpc": c.max_tensors_per_rpc,
+        "rpc_while_kv_awake": c.rpc_while_kv_awake,
+        "wakes": [list(w) for w in llm.wakes],
         "loaded_dtypes": sorted(c.loaded_dtypes),
         "state_entries": len(trainer.policy.state_dict()),
         "saved_as": "final",

@@ -119,6 +119,11 @@ def test_whole_loop_on_the_vllm_double(tmp_path, dtype, tp):
     # the weight push: one parameter per call, in the compute dtype, every entry at every step
     for r in (r0, r1):
         assert r["max_tensors_per_rpc"] == 1
+        # each push woke the weights alone; the KV cache woke after it, for the next rollout
+        assert r["rpc_while_kv_awake"] == 0
+        assert ["weights"] in r["wakes"] and ["kv_cache"] in r["wakes"]
+        after_push = [r["wakes"][i + 1] for i, w in enumerate(r["wakes"][:-1]) if w == ["weights"]]
+        assert after_push and all(w == ["kv_cache"] for w in after_push)
         assert r["loaded_dtypes"] == [f"torch.{dtype}"]
         assert r["tensors_loaded"] == 2 * r["state_entries"]
         assert r["engine"] != r["initial"]  # the engine received the trained weights

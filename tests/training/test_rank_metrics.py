@@ -5,16 +5,16 @@ import pytest
 
 from training.batch import build_rows
 from training.rollout import TurnStat, rollout_metrics_of
-from training.trainer import _max_over_ranks, _UpdateStats, placeholder_rows
+from training.update import UpdateStats, max_over_ranks, placeholder_rows
 
 
 def test_update_stats_merge_every_rank():
-    a, b = _UpdateStats(), _UpdateStats()
+    a, b = UpdateStats(), UpdateStats()
     a.add({"tokens": 10, "kl": 1.0}, row_tokens=100, entropy_sum=5.0, entropy_n=10)
     b.add({"tokens": 30, "kl": 3.0}, row_tokens=300, entropy_sum=30.0, entropy_n=30)
     a.losses, b.losses = [1.0, 2.0], [3.0, 6.0]
     a.grad_norms = b.grad_norms = [0.5, 0.25]  # global already (clip_grad_norm over the shards)
-    out = _UpdateStats.merged([a, b]).summary(elapsed=2.0, lr=1e-6)
+    out = UpdateStats.merged([a, b]).summary(elapsed=2.0, lr=1e-6)
     assert out["kl"] == pytest.approx((10 * 1.0 + 30 * 3.0) / 40)  # token-weighted over ranks
     assert out["entropy"] == pytest.approx(35.0 / 40)
     assert out["loss"] == pytest.approx((2.0 + 4.0) / 2)  # per step: the mean over ranks
@@ -29,7 +29,7 @@ def test_rollout_metrics_of_gathered_stats_and_memory_max():
     ]
     out = rollout_metrics_of(stats, [])
     assert out["invalid_rate"] == 0.5 and out["response_tokens"] == 6.0 and out["turns"] == 2.0
-    assert _max_over_ranks([{"mem/x": 1.0}, {"mem/x": 3.0, "mem/y": 2.0}]) == {"mem/x": 3.0, "mem/y": 2.0}
+    assert max_over_ranks([{"mem/x": 1.0}, {"mem/x": 3.0, "mem/y": 2.0}]) == {"mem/x": 3.0, "mem/y": 2.0}
 
 
 def test_placeholder_row_for_a_rank_without_turns():

@@ -26,6 +26,8 @@ def test_smol_preset_one_step_with_an_evaluation_point(tmp_path, monkeypatch):
         "smol",
         overrides={
             "steps": 1,
+            "format_warmstart_steps": 2,  # the warm start itself: tests/training/test_warm_start.py
+            "format_warmstart_eval_positions": 4,
             "rollout_batch": 4,
             "gen_batch_size": 4,
             "micro_batch_size": 2,

@@ -27,6 +27,7 @@ class GenSettings:
     top_p: float = 1.0
     top_k: int = 0  # 0: off
     max_new_tokens: int = 64
+    stop: tuple[str, ...] = ()  # a reply also ends after the first of these (kept in the reply)
 
 
 @dataclass

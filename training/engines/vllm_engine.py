@@ -109,6 +109,25 @@ def engine_kwargs(
     return kwargs
 
 
+SLEEP_PARTS = ("kv_cache", "weights")  # vLLM's wake-up tags: what sleep mode level 1 releases
+
+
+def sampling_kwargs(settings: GenSettings, cap: int, seed: int, index: int) -> dict[str, Any]:
+    """vLLM SamplingParams keywords of request `index` of a generate call (checked against
+    vLLM's own fields by tests/models/test_vllm_api.py)."""
+    out: dict[str, Any] = dict(
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k if settings.top_k > 0 else -1,
+        max_tokens=cap,
+        logprobs=0,  # only the sampled token's log-prob
+        seed=seed * 100003 + index,  # per request: independent of batch composition
+    )
+    if settings.stop:
+        out.update(stop=list(settings.stop), include_stop_str_in_output=True)
+    return out
+
+
 class VLLMEngine:
     def __init__(
         self,
@@ -146,7 +165,7 @@ class VLLMEngine:
                 external_launcher=external_launcher,
             )
         )
-        self.asleep = False
+        self.asleep_parts: set[str] = set()  # of SLEEP_PARTS: what sleeps now
 
     def generate(
         self, prompts: list[list[int]], settings: GenSettings, seed: int, max_tokens: list[int] | None = None
@@ -156,17 +175,7 @@ class VLLMEngine:
         SamplingParams, TokensPrompt = self.api.SamplingParams, self.api.TokensPrompt  # noqa: N806
         if self.asleep:
             self.wake_up()
-        params = [
-            SamplingParams(
-                temperature=settings.temperature,
-                top_p=settings.top_p,
-                top_k=settings.top_k if settings.top_k > 0 else -1,
-                max_tokens=caps[i],
-                logprobs=0,  # only the sampled token's log-prob
-                seed=seed * 100003 + i,  # per request: independent of batch composition
-            )
-            for i in range(len(prompts))
-        ]
+        params = [SamplingParams(**sampling_kwargs(settings, caps[i], seed, i)) for i in range(len(prompts))]
         outputs = self.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
         )
@@ -181,9 +190,16 @@ class VLLMEngine:
         return results
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Load each (name, tensor) as it comes: one parameter in flight, never a whole state dict."""
-        if self.asleep:
-            self.wake_up()
+        """Load each (name, tensor) as it comes: one parameter in flight, never a whole state dict.
+
+        Asleep, only the weights wake for the push (vLLM's `wake_up(tags=["weights"])`, as verl
+        does); the KV cache is allocated at the next `wake_up`, after the push's gathered
+        parameters (the embedding alone 0.72 GiB at Qwen3-4B) are freed, so the push never
+        holds the KV cache and a whole parameter at once."""
+        if "weights" in self.asleep_parts:
+            torch.cuda.empty_cache()
+            self.llm.wake_up(tags=["weights"])
+            self.asleep_parts.discard("weights")
         for name, t in named_tensors:
             self.llm.collective_rpc(_load_weights_on_worker, args=([(name, t.detach())],))
         self.llm.reset_prefix_cache()
@@ -191,15 +207,22 @@ class VLLMEngine:
     def shares_weights_with(self, model: torch.nn.Module) -> bool:
         return False
 
+    @property
+    def asleep(self) -> bool:
+        return bool(self.asleep_parts)
+
     def sleep(self) -> None:
-        if not self.asleep:
+        if self.asleep_parts != set(SLEEP_PARTS):
             self.llm.sleep(level=1)
-            self.asleep = True
+            self.asleep_parts = set(SLEEP_PARTS)
 
     def wake_up(self) -> None:
-        if self.asleep:
+        if self.asleep_parts:
             # blocks training freed (activations, gathered weights, log-prob chunks) stay in
             # torch's cache unless returned: vLLM's wake-up allocates outside that cache
             torch.cuda.empty_cache()
-            self.llm.wake_up()
-            self.asleep = False
+            if self.asleep_parts == set(SLEEP_PARTS):
+                self.llm.wake_up()
+            else:  # the weights woke for a push: the KV cache now
+                self.llm.wake_up(tags=sorted(self.asleep_parts))
+            self.asleep_parts = set()
