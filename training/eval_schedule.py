@@ -55,7 +55,10 @@ class CurveHook:
         out: dict[str, float] = {}
         if dist.rank() == 0:
             t0 = time.perf_counter()
-            summaries = evaluate_checkpoint(self.spec, checkpoint, step, self.out, engine=self.engine)
+            # the dtype training computed in (float32 on the CPU presets), not --dtype's auto
+            summaries = evaluate_checkpoint(
+                self.spec, checkpoint, step, self.out, engine=self.engine, dtype=self.cfg.dtype
+            )
             sent = sum(int(s.get("calls_sent") or 0) for s in summaries)
             out = {"curve_s": time.perf_counter() - t0, "curve_calls_sent": float(sent)}
             names = ", ".join(Path(s["run_dir"]).name for s in summaries)

@@ -194,6 +194,7 @@ def games(
     json_out: opt.JsonSummary = False,
     request_timeout: opt.run_flag("request_timeout", "games") = None,
     max_attempts: opt.run_flag("max_attempts", "games") = None,
+    dtype: opt.run_flag("dtype", "games") = opt.run_default("dtype"),
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
@@ -228,6 +229,7 @@ def games(
         fresh=fresh,
         request_timeout=request_timeout,
         max_attempts=max_attempts,
+        dtype=dtype,
     )
     raise typer.Exit(code or exitcodes.OK)
 

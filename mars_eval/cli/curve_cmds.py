@@ -70,6 +70,7 @@ def curve(
         typer.Option(help="Only this checkpoint step (repeatable)", show_default="all"),
     ] = None,
     engine: opt.run_flag("engine", "curve") = opt.run_default("engine"),
+    dtype: opt.run_flag("dtype", "curve") = opt.run_default("dtype"),
 ) -> None:
     """Evaluate every checkpoint of a training run (games and multi-agent systems), resuming."""
     from rich.console import Console
@@ -90,6 +91,7 @@ def curve(
     if items is not None:
         settings["mas_eval"] = items
     BY_NAME["engine"].check(engine)  # a backend of models.backends
+    BY_NAME["dtype"].check(dtype)
     console = Console(stderr=True)
     done, errored = run_curve(
         root,
@@ -97,6 +99,7 @@ def curve(
         lambda line: console.print(shown(line), highlight=False, soft_wrap=True),
         steps=step,
         engine=engine,
+        dtype=dtype,
     )
     console.print(f"{done} evaluation(s) under {shown(str(root / 'evals'))}", highlight=False)
     raise typer.Exit(exitcodes.SOME_ERRORED if errored else exitcodes.OK)

@@ -45,6 +45,7 @@ class ClientSettings:
     timeout: float | None = None
     max_attempts: int | None = None
     http_client: str = DEFAULT_HTTP_CLIENT
+    dtype: str = "auto"  # in-process backends: models.dtypes
 
 
 def _always() -> bool:
@@ -161,14 +162,14 @@ def _transformers(s: ClientSettings) -> ModelClient:
     from mars_eval.models.transformers_engine import TransformersEngine
 
     assert s.model is not None
-    return TransformersEngine(s.model, max_batch=s.concurrency or 64)
+    return TransformersEngine(s.model, max_batch=s.concurrency or 64, dtype=s.dtype)
 
 
 def _vllm(s: ClientSettings) -> ModelClient:
     from mars_eval.models.vllm_engine import VLLMEngine
 
     assert s.model is not None
-    return VLLMEngine(s.model)
+    return VLLMEngine(s.model, dtype=s.dtype)
 
 
 def _vllm_available() -> bool:

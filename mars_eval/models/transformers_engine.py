@@ -108,7 +108,8 @@ class TransformersEngine:
         self.prefix_cache_tokens = prefix_cache_tokens
         self.static_reason: str | None = None if continuous else "continuous=False"
         self._device = device
-        self._dtype = dtype
+        self._dtype = dtype  # as asked (models.dtypes.DTYPES); `dtype`: as resolved at load
+        self.dtype: str | None = None
         self._tok = None
         self._lm = None
         self._load_lock = threading.Lock()  # concurrent first calls must load the model once
@@ -148,7 +149,7 @@ class TransformersEngine:
         try:
             tok = AutoTokenizer.from_pretrained(self.model)
             lm = AutoModelForCausalLM.from_pretrained(
-                self.model, dtype=self._dtype if device != "cpu" else torch.float32
+                self.model, dtype=getattr(torch, self.dtype_for(device))
             )
         except Exception as exc:  # noqa: BLE001 - whatever breaks the load (a damaged safetensors
             # file raises SafetensorError, a bad config a KeyError): bad input, one line, exit 2
@@ -333,6 +334,14 @@ class TransformersEngine:
             endpoint="in-process",
             extra={"max_tokens_lowered_to": room} if room < p.params.max_tokens else {},
         )
+
+    def dtype_for(self, device: str) -> str:
+        """The dtype this engine computes in on `device` (models.dtypes: auto is float32 on a CPU
+        without native bf16); what a run's summary names as `dtype`."""
+        from mars_eval.models.dtypes import resolve_dtype
+
+        self.dtype = resolve_dtype(self._dtype, device)
+        return self.dtype
 
     def stats(self) -> dict:
         """The engine's counters: calls, busy periods (`batches`), and for the continuous loop its

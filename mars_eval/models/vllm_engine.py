@@ -37,11 +37,21 @@ def vllm_available() -> bool:
 
 
 class VLLMEngine:
-    def __init__(self, model: str, *, tensor_parallel_size: int = 1, max_model_len: int | None = None):
+    def __init__(
+        self,
+        model: str,
+        *,
+        tensor_parallel_size: int = 1,
+        max_model_len: int | None = None,
+        dtype: str = "auto",
+    ):
         self.model = model
         self._args = {"model": model, "tensor_parallel_size": tensor_parallel_size}
         if max_model_len:
             self._args["max_model_len"] = max_model_len
+        if dtype != "auto":  # auto: vLLM's own choice (the checkpoint's dtype on a GPU)
+            self._args["dtype"] = dtype
+        self.dtype = None if dtype == "auto" else dtype
         self._engine = None
         self._tok = None
         self._ids = itertools.count()

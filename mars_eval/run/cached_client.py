@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from mars_eval.models.access import hide_key
 from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
@@ -105,3 +106,17 @@ def hide_key_in(resp: ChatResponse) -> ChatResponse:
     if isinstance(resp.finish_reason, str):
         resp.finish_reason = hide_key(resp.finish_reason)
     return resp
+
+
+def engine_facts(client: Any) -> dict[str, Any]:
+    """What an in-process engine says of a run (its summary): the dtype it computed in (`dtype`,
+    once it loaded) and its counters (`engine_stats`: decode steps, prefix-cache hit rate, ...);
+    nothing for an endpoint. `client`: the engine or this module's caching wrapper around it."""
+    inner = getattr(client, "inner", client)
+    out: dict[str, Any] = {}
+    if getattr(inner, "dtype", None):
+        out["dtype"] = inner.dtype
+    stats = getattr(inner, "stats", None)
+    if callable(stats):
+        out["engine_stats"] = stats()
+    return out

@@ -54,6 +54,7 @@ class EvalConfig:
     request_timeout: float | None = None
     max_attempts: int | None = None
     engine: str = "auto"
+    dtype: str = "auto"  # --dtype (models.dtypes): what an in-process engine computes in
     http_client: str = DEFAULT_HTTP_CLIENT  # --http-client (models.base.HTTP_CLIENTS): how, not what
     task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
     problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)

@@ -19,6 +19,7 @@ override it. A MAS evaluation is "system:task" or a table with `system`, `task` 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -197,7 +198,7 @@ def _checkpoint_meta(ckpt: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto") -> Any:
+def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto", dtype: str = "auto") -> Any:
     """The EvalConfig `mars-eval mas --model CKPT` would build, at the checkpoint's sampling."""
     from mars_eval.mas import check_unused, options_for, system_class
     from mars_eval.models.base import SamplingParams
@@ -224,6 +225,7 @@ def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto") -> An
         output=str(output),
         system_options=dict(m.options),
         engine=engine,
+        dtype=dtype,
         prompts=meta.get("prompts"),
     )
 
@@ -251,7 +253,14 @@ def check_spec(spec: CurveSpec, ckpt: Path) -> None:
 
 
 async def evaluate_checkpoint_async(
-    spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, *, engine: str = "auto", progress: bool = False
+    spec: CurveSpec,
+    ckpt: Path,
+    step: int,
+    train_dir: Path,
+    *,
+    engine: str = "auto",
+    progress: bool = False,
+    dtype: str = "auto",
 ) -> list[dict[str, Any]]:
     """Every evaluation of `spec` for one checkpoint; their summaries (each with run_dir and
     calls_sent). One in-process model client serves them all, loaded at the first call the run
@@ -262,14 +271,15 @@ async def evaluate_checkpoint_async(
 
     out_dir = eval_dir(train_dir, step)
     ckpt = Path(ckpt).resolve()  # the model's name in the run folder's name: the same from anywhere
-    client = make_client(str(ckpt), engine=engine)
+    client = make_client(str(ckpt), engine=engine, dtype=dtype)
     summaries = []
     try:
         for m in spec.mas:
-            cfg = mas_config(m, ckpt, out_dir, engine)
+            cfg = mas_config(m, ckpt, out_dir, engine, dtype)
             summaries.append(await run_eval(cfg, client=client, progress=progress, close_client=False))
         if spec.games:
-            summary = await run_games(games_config(spec, ckpt, out_dir), client=client, progress=progress)
+            games = dataclasses.replace(games_config(spec, ckpt, out_dir), dtype=dtype)
+            summary = await run_games(games, client=client, progress=progress)
             client = None  # run_games closes the client it is given
             summaries.append(summary)
     finally:
@@ -279,9 +289,18 @@ async def evaluate_checkpoint_async(
 
 
 def evaluate_checkpoint(
-    spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, *, engine: str = "auto", progress: bool = False
+    spec: CurveSpec,
+    ckpt: Path,
+    step: int,
+    train_dir: Path,
+    *,
+    engine: str = "auto",
+    progress: bool = False,
+    dtype: str = "auto",
 ) -> list[dict[str, Any]]:
-    return run_loop(evaluate_checkpoint_async(spec, ckpt, step, train_dir, engine=engine, progress=progress))
+    return run_loop(
+        evaluate_checkpoint_async(spec, ckpt, step, train_dir, engine=engine, progress=progress, dtype=dtype)
+    )
 
 
 def run_curve(
@@ -292,6 +311,7 @@ def run_curve(
     steps: list[int] | None = None,
     engine: str = "auto",
     progress: bool = False,
+    dtype: str = "auto",
 ) -> tuple[int, int]:
     """Evaluate every checkpoint (or those of `steps`); (evaluations, errored samples)."""
     if spec.empty:
@@ -304,7 +324,9 @@ def run_curve(
     check_spec(spec, points[0][1])
     done = errored = 0
     for step, ckpt in points:
-        for summary in evaluate_checkpoint(spec, ckpt, step, train_dir, engine=engine, progress=progress):
+        for summary in evaluate_checkpoint(
+            spec, ckpt, step, train_dir, engine=engine, progress=progress, dtype=dtype
+        ):
             done += 1
             errored += int(summary.get("errors") or 0)
             say(

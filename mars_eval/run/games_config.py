@@ -54,6 +54,7 @@ class GamesConfig:
     fresh: bool = False
     request_timeout: float | None = None  # seconds per attempt (connect to last byte)
     max_attempts: int | None = None  # per call, over 429/5xx/timeouts/dropped connections
+    dtype: str = "auto"  # --dtype (models.dtypes): what an in-process model computes in
 
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)
@@ -73,6 +74,8 @@ class GamesConfig:
             **({"prompts": self.pack().identity()} if self.agent is None else {}),
             "params": params,
             "seed": self.seed,
+            # given explicitly only: a folder made before --dtype keeps its name at auto
+            **({"dtype": self.dtype} if self.dtype != "auto" and self.agent is None else {}),
         }
 
 
@@ -178,6 +181,7 @@ def build_config(
     request_timeout: float | None = None,
     max_attempts: int | None = None,
     prompts: str | None = None,
+    dtype: str = "auto",
 ) -> GamesConfig:
     """Validate the command's options into a GamesConfig (ConfigError on bad input). The CLI
     and the Python API (`mars_eval.play`) both come through here, so a value of the wrong type
@@ -187,6 +191,7 @@ def build_config(
         opponents=opponents, episodes=episodes, seed=seed, output=output, concurrency=concurrency,
         max_tokens=max_tokens, temperature=temperature, thinking=thinking, prompt_style=prompt_style,
         fresh=fresh, request_timeout=request_timeout, max_attempts=max_attempts, prompts=prompts,
+        dtype=dtype,
     )  # fmt: skip
     if agent and model:
         raise ConfigError("give either --agent (a built-in player) or --model (an LLM), not both")
@@ -211,6 +216,7 @@ def build_config(
         fresh=fresh,
         request_timeout=request_timeout,
         max_attempts=max_attempts,
+        dtype=dtype,
     )
     if agent:
         spec = agent.strip().lower()
@@ -248,7 +254,7 @@ def build_config(
 
 _TEXT_OPTIONS = ("games", "model", "agent", "opponents", "prompt_style", "prompts")
 _SHARED_OPTIONS = ("seed", "concurrency", "temperature", "output", "max_tokens", "thinking", "fresh")
-_SHARED_OPTIONS += ("request_timeout", "max_attempts")
+_SHARED_OPTIONS += ("request_timeout", "max_attempts", "dtype")
 
 
 def check_options(**options: Any) -> None:

@@ -28,7 +28,7 @@ from mars_eval.games.agents import BuiltinAgent, EpisodeAgent, LLMAgent
 from mars_eval.games.play import play_episode
 from mars_eval.mas.base import SampleContext, derive_seed
 from mars_eval.models.base import ModelClient
-from mars_eval.run.cached_client import CachedClient
+from mars_eval.run.cached_client import CachedClient, engine_facts
 from mars_eval.run.failures import error_kinds, sample_error, stops_run
 from mars_eval.run.games_config import GamesConfig
 from mars_eval.run.games_plan import Unit, plan_units
@@ -101,6 +101,7 @@ async def run_games(
             concurrency=cfg.concurrency,
             timeout=cfg.request_timeout,
             max_attempts=cfg.max_attempts,
+            dtype=cfg.dtype,
         )
     try:
         if client is not None:
@@ -210,6 +211,7 @@ async def _run(
         # Over every run of this folder (a resumed run adds its time), and this run's alone.
         "wall_seconds": round(store.stop_clock(), 3),
         "wall_seconds_this_run": round(store.wall_seconds() - store.wall_before, 3),
+        **(engine_facts(client) if client is not None else {}),
     }
     store.write_summary(summary)
     return summary

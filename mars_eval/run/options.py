@@ -20,6 +20,7 @@ from typing import Any
 
 from mars_eval.models.backends import AUTO, engine_choices
 from mars_eval.models.base import HTTP_CLIENTS, SAMPLING_PRESETS, ConfigError, SamplingParams, sampling_specs
+from mars_eval.models.dtypes import DTYPES
 from mars_eval.models.settings import Setting
 
 
@@ -174,6 +175,15 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         AUTO,
         "In-process engine: " + ", ".join(engine_choices()),
         choices_of=engine_choices,
+    ),  # fmt: skip
+    RunOption(
+        "dtype",
+        str,
+        "auto",
+        "In-process weights' dtype: auto (float32 on a CPU without native bf16, bfloat16 on a GPU "
+        "or a CPU with AMX / AVX-512 bf16), float32 or bfloat16",
+        choices=DTYPES,
+        identity=True,
     ),  # fmt: skip
     RunOption(
         "http_client",

@@ -26,7 +26,7 @@ from mars_eval.models import make_client
 from mars_eval.models.base import ConfigError, ModelAccessError, ModelClient
 from mars_eval.models.context import overflow_of
 from mars_eval.models.http import HTTPClient
-from mars_eval.run.cached_client import CachedClient
+from mars_eval.run.cached_client import CachedClient, engine_facts
 from mars_eval.run.config import EvalConfig, open_run, run_folder
 from mars_eval.run.failures import error_kinds, first_error, sample_error, stops_run
 from mars_eval.run.identity import data_hash, engine_kind
@@ -220,6 +220,7 @@ async def run_eval(
         max_attempts=cfg.max_attempts,
         engine=cfg.engine,
         http_client=cfg.http_client,
+        dtype=cfg.dtype,
     )
     # An in-process engine is loaded at the first call the run store cannot answer (a rerun
     # whose calls are all stored never loads it); an endpoint is checked before any work.
@@ -362,6 +363,7 @@ async def _run(
     # wall_seconds covers every run of this folder: a resumed run adds its time to the earlier.
     summary = summarize(cfg, task, system, store, records, len(problems), store.stop_clock(), client.sent)
     summary["wall_seconds_this_run"] = round(store.wall_seconds() - store.wall_before, 3)
+    summary.update(engine_facts(client))
     store.write_summary(summary)
     return summary
 

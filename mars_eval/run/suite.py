@@ -324,7 +324,7 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
         if pool is None:
             for model in plan.models:
                 local[model] = make_client(
-                    model, [], concurrency=template.concurrency, engine=template.engine
+                    model, [], concurrency=template.concurrency, engine=template.engine, dtype=template.dtype
                 )
         for cell in cells:
             cell.total = counts[cell.task] * template.samples
