@@ -63,7 +63,8 @@ from training.batch import (
     turn_token_advantages,
 )
 from training.config import TrainConfig
-from training.loss import ppo_loss, token_logprobs
+from training.loss import token_logprobs
+from training.losses import resolve_loss
 from training.precision import compute_context
 
 
@@ -284,7 +285,7 @@ def micro_step(learner: Learner, micro: list[tuple[Turn, int]], n_units: int, ac
             mask=mask,
             chunk_size=cfg.logprob_chunk,
         )
-    loss, stats = ppo_loss(
+    loss, stats = resolve_loss(cfg).instance(  # loss=NAME (training/losses.py); token-ppo: ppo_loss
         logp,
         old,
         adv,
