@@ -238,7 +238,10 @@ def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -
         if args.list:
             from training.registry import listing
 
-            print(listing(), flush=True)
+            try:
+                print(listing(), flush=True)
+            except BrokenPipeError:  # `mars-train --list | head`
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return OK
         if args.print_config:
             return print_config(args)

@@ -173,7 +173,10 @@ class Gtpo(AdvantageEstimator):
             keys.append(ks)
         moments = {k: _mean_std(v) for k, v in groups.items()}
         advantages: list[list[TokenAdvantage]] = [
-            [(v - moments[k][0]) / (moments[k][1] + o.eps) if moments[k][1] > 0 else 0.0 for k, v in zip(ks, g)]
+            [
+                (v - moments[k][0]) / (moments[k][1] + o.eps) if moments[k][1] > 0 else 0.0
+                for k, v in zip(ks, g)
+            ]
             for ks, g in zip(keys, returns, strict=True)
         ]
         stats: dict[str, float] = {}

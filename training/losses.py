@@ -190,7 +190,9 @@ class TurnPPO(PolicyLoss):
 
 @dataclass(frozen=True)
 class _StOptions(_TurnOptions):
-    power: float = option(1.0, "w_b = min(1, eps / |rho_b - 1|) ^ power; 0: no correction (turn-ppo)", minimum=0)
+    power: float = option(
+        1.0, "w_b = min(1, eps / |rho_b - 1|) ^ power; 0: no correction (turn-ppo)", minimum=0
+    )
 
 
 @LOSSES.register

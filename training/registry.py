@@ -113,7 +113,7 @@ class Registry:
                 close = difflib.get_close_matches(name, list(self.entries), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ConfigError(
-                    f"unknown {self.kind} {name!r}{hint} (known: {', '.join(self.entries)}; "
+                    f"{self.kind}={text}: unknown {self.kind} {name!r}{hint} (known: {', '.join(self.entries)}; "
                     "or FILE.py:Class; mars-train --list)"
                 )
             cls = self.entries[name]
@@ -135,7 +135,9 @@ class Registry:
             sys.modules[module_name] = module  # dataclasses look their module up
             loader.loader.exec_module(module)  # type: ignore[union-attr]
         except Exception as exc:
-            raise ConfigError(f"{self.kind}={spec}: {path} does not load: {type(exc).__name__}: {exc}") from None
+            raise ConfigError(
+                f"{self.kind}={spec}: {path} does not load: {type(exc).__name__}: {exc}"
+            ) from None
         cls = getattr(module, cls_name, None)
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
             raise ConfigError(f"{self.kind}={spec}: {path} has no {self.base.__name__} subclass {cls_name!r}")

@@ -72,9 +72,9 @@ def test_resume_matches_uninterrupted(tmp_path):
 
 
 def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
-    import training.trainer as trainer_mod
+    import training.losses as losses_mod  # loss=token-ppo calls ppo_loss through it
 
-    real = trainer_mod.ppo_loss
+    real = losses_mod.ppo_loss
     calls = {"n": 0}
     messages = []
 
@@ -85,7 +85,7 @@ def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
             loss = loss * float("nan")
         return loss, stats
 
-    monkeypatch.setattr(trainer_mod, "ppo_loss", flaky)
+    monkeypatch.setattr(losses_mod, "ppo_loss", flaky)
     cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0, "minibatches": 1})
     status = Trainer(cfg, tmp_path / "r", log=messages.append).run()
     assert status == 3
@@ -101,10 +101,10 @@ def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
 def test_ablation_switches_run(tmp_path, monkeypatch, estimator, norm, opponent):
     """The ablation switches reach the run: the advantages come from the chosen estimator and
     normalization (not the reference's), and the learner plays the chosen opponent."""
-    import training.trainer as trainer_mod
+    import training.estimators as estimators_mod  # advantage=turn|trajectory call them through it
 
     seen = []
-    real = trainer_mod.compute_advantages
+    real = estimators_mod.compute_advantages
 
     def spy(trajs, **kwargs):
         seen.append(kwargs)
@@ -113,8 +113,8 @@ def test_ablation_switches_run(tmp_path, monkeypatch, estimator, norm, opponent)
     def not_the_reference(*_a, **_k):
         raise AssertionError("reference_advantages used despite normalization=" + norm)
 
-    monkeypatch.setattr(trainer_mod, "compute_advantages", spy)
-    monkeypatch.setattr(trainer_mod, "reference_advantages", not_the_reference)
+    monkeypatch.setattr(estimators_mod, "compute_advantages", spy)
+    monkeypatch.setattr(estimators_mod, "reference_advantages", not_the_reference)
     cfg = build_config(
         "micro",
         overrides={
