@@ -175,7 +175,7 @@ class Gtpo(AdvantageEstimator):
         advantages: list[list[TokenAdvantage]] = [
             [
                 (v - moments[k][0]) / (moments[k][1] + o.eps) if moments[k][1] > 0 else 0.0
-                for k, v in zip(ks, g)
+                for k, v in zip(ks, g, strict=True)
             ]
             for ks, g in zip(keys, returns, strict=True)
         ]

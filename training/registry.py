@@ -113,8 +113,8 @@ class Registry:
                 close = difflib.get_close_matches(name, list(self.entries), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ConfigError(
-                    f"{self.kind}={text}: unknown {self.kind} {name!r}{hint} (known: {', '.join(self.entries)}; "
-                    "or FILE.py:Class; mars-train --list)"
+                    f"{self.kind}={text}: unknown {self.kind} {name!r}{hint} "
+                    f"(known: {', '.join(self.entries)}; or FILE.py:Class; mars-train --list)"
                 )
             cls = self.entries[name]
         pairs = []
