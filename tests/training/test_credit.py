@@ -332,3 +332,29 @@ def test_old_run_config_without_loss_still_resumes(tmp_path):
     check_resume_config(path, cfg)  # no error: a missing setting is its default
     with pytest.raises(ConfigError, match="loss"):
         check_resume_config(path, replace(cfg, loss="st-ppo"))
+
+
+def test_ablation_script_plans_every_cell_and_seed(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "credit_ablation.py"
+    spec = importlib.util.spec_from_file_location("credit_ablation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = ["--out", "/nowhere", "--seeds", "2", "--advantage", "turn,gtpo:gamma=0.9", "--dry-run", "steps=1"]
+    assert mod.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * 3 * 2 * 2  # cells x seeds x (train, eval)
+    assert any(
+        "advantage=gtpo:gamma=0.9 loss=st-ppo" in x and "seed=1" in x and "steps=1" in x for x in lines
+    )
+    assert any("/eval/gtpo_gamma=0.9__st-ppo-s1 --json" in x for x in lines)
+    rows = [
+        dict(advantage="turn", loss="token-ppo", game="tic_tac_toe", opponent="random", seat="first", n_paired=4,
+             normalized=50.0, delta_normalized=0.0, ci_low=-1.0, ci_high=1.0, p_value=1.0, delta_per_seed={0: 0.0}),
+    ]  # fmt: skip
+    assert (
+        "| turn | token-ppo | tic_tac_toe | random | first | 4 | 50.0 | +0.0 | [-1.0, +1.0] | 1 | +0.0 |"
+        in (mod.markdown(rows, ("turn", "token-ppo")))
+    )
