@@ -350,11 +350,11 @@ def test_ablation_script_plans_every_cell_and_seed(capsys):
         "advantage=gtpo:gamma=0.9 loss=st-ppo" in x and "seed=1" in x and "steps=1" in x for x in lines
     )
     assert any("/eval/gtpo_gamma=0.9__st-ppo-s1 --json" in x for x in lines)
-    rows = [
-        dict(advantage="turn", loss="token-ppo", game="tic_tac_toe", opponent="random", seat="first", n_paired=4,
-             normalized=50.0, delta_normalized=0.0, ci_low=-1.0, ci_high=1.0, p_value=1.0, delta_per_seed={0: 0.0}),
-    ]  # fmt: skip
+    row = dict(advantage="turn", loss="token-ppo", game="tic_tac_toe", opponent="random", seat="first")
+    row |= dict(n_paired=4, normalized=50.0, delta_normalized=0.0, ci_low=-1.0, ci_high=1.0, p_value=1.0)
+    row |= dict(delta_per_seed={0: 0.0})
+    table = mod.markdown([row], ("turn", "token-ppo"))
     assert (
         "| turn | token-ppo | tic_tac_toe | random | first | 4 | 50.0 | +0.0 | [-1.0, +1.0] | 1 | +0.0 |"
-        in (mod.markdown(rows, ("turn", "token-ppo")))
+        in table
     )
