@@ -358,3 +358,15 @@ def test_ablation_script_plans_every_cell_and_seed(capsys):
         "| turn | token-ppo | tic_tac_toe | random | first | 4 | 50.0 | +0.0 | [-1.0, +1.0] | 1 | +0.0 |"
         in table
     )
+
+
+def test_the_docs_example_estimator_runs(tmp_path):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "my_estimators.py").write_text(code)
+    r = resolve_estimator(replace(CFG, advantage=f"{tmp_path}/my_estimators.py:Outcome:scale=0.5"))
+    adv, stats = r.instance.compute(GAMES)
+    assert adv == [[0.25] * 3, [-0.25] * 3] and stats == {"outcome_groups": 1.0}
+    assert len(code.strip().splitlines()) <= 40
