@@ -73,7 +73,9 @@ class _MarsOptions:
         "whitening; global: whitening only",
         choices=NORMALIZATIONS,
     )
-    gamma: float = option(1.0, "discount of the return to go (per token in reference, per turn else)")
+    gamma: float = option(
+        1.0, "discount of the return to go (per token in reference, per turn else)", minimum=0, maximum=1
+    )
     reward_clip: float = option(0.0, "|centred reward| cap, reference normalization only; 0: off", minimum=0)
     advantage_clip: float = option(0.0, "|advantage| cap, reference normalization only; 0: off", minimum=0)
 
@@ -128,7 +130,9 @@ class TrajectoryLevel(TurnLevel):
 
 @dataclass(frozen=True)
 class _GtpoOptions:
-    gamma: float = option(1.0, "discount per turn in G_{i,t} = sum_{k>=t} gamma^(k-t) r_{i,k}")
+    gamma: float = option(
+        1.0, "discount per turn in G_{i,t} = sum_{k>=t} gamma^(k-t) r_{i,k}", minimum=0, maximum=1
+    )
     group: str = option(
         "seat",
         "the normalization group: seat = all turns of one (game, seat); turn = the turns of one "

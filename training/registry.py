@@ -148,12 +148,16 @@ class Registry:
         return cls
 
     def listing(self) -> list[str]:
-        """Lines for `mars-train --list`: each entry, its summary, its options."""
+        """Lines for `mars-train --list`: each entry, its summary, its options (an option named
+        like a top-level setting says so: that setting gives its default)."""
+        from training.config import TrainConfig
+
         lines = []
         for name, cls in self.entries.items():
             lines.append(f"  {name:12s}{summary(cls)}")
             for s in option_specs(cls.Options):
-                lines.append(f"      {s.name}={_option_text(s)}  {s.help}")
+                top = f" [default: the top-level {s.name}]" if hasattr(TrainConfig, s.name) else ""
+                lines.append(f"      {s.name}={_option_text(s)}  {s.help}{top}")
         return lines
 
 
