@@ -3,6 +3,8 @@
     mars-train --preset tiny --output runs/tiny
     mars-train --preset qwen3-4b --output runs/q4b [--steps N] [--resume] [--config FILE] [key=value ...]
     mars-train --preset qwen3-4b --print-config --world-size 8     # resolved settings as JSON
+    mars-train --list                                              # advantage estimators, losses
+    mars-train --preset tiny --output runs/t advantage=gtpo:gamma=0.9 loss=st-ppo
     mars-train --preset qwen3-4b --estimate-memory --world-size 8 --gpu-memory-gib 80 [--json]
     torchrun --nproc-per-node 8 -m training.cli --preset qwen3-4b --output runs/q4b
 
@@ -85,6 +87,12 @@ def make_parser() -> argparse.ArgumentParser:
         "(the imported 'mars' pack, else 'ours'); same as prompts=...",
     )
     p.add_argument("--config", default=None, help="JSON or TOML file of settings")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="list the advantage estimators (advantage=NAME[:key=value,...]) and policy losses "
+        "(loss=NAME[:key=value,...]) with their options, and exit",
+    )
     p.add_argument(
         "--print-config",
         action="store_true",
@@ -230,6 +238,14 @@ def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -
         from importlib.metadata import version
 
         check_torch(version("torch"))  # the installed version, without paying for `import torch`
+        if args.list:
+            from training.registry import listing
+
+            try:
+                print(listing(), flush=True)
+            except BrokenPipeError:  # `mars-train --list | head`
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return OK
         if args.print_config:
             return print_config(args)
         if args.estimate_memory:

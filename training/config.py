@@ -70,7 +70,11 @@ class TrainConfig:
     # tokens forfeits (env_manager "overlong_sequence"); 0: off
     sequence_length: int = 32768
     # --- advantage ---
-    advantage: str = "turn"  # "turn" (MARS) | "trajectory" (GRPO-style ablation)
+    # the estimator and its options, NAME[:key=value,...] (training/estimators.py, mars-train
+    # --list): "turn" (MARS) | "trajectory" (GRPO-style ablation) | "gtpo" | FILE.py:Class.
+    # normalization, gamma, reward_clip, advantage_clip below are the defaults of the options
+    # of the same name (the older spelling)
+    advantage: str = "turn"
     # "reference" (the reference pipeline, see training/advantages.py) | "return_mean" (per
     # (game, seat) mean of the returns, then whitening) | "global" (whitening only)
     normalization: str = "reference"
@@ -98,6 +102,9 @@ class TrainConfig:
     micro_batch_tokens: int = 0
     logprob_chunk: int = 1024  # response positions whose full-vocabulary logits exist at once
     loss_agg: str = "trajectory"  # token mean per "trajectory" (reference) or per "turn", then mean
+    # the policy loss, NAME[:key=value,...] (training/losses.py, mars-train --list):
+    # "token-ppo" (the reference's) | "turn-ppo" | "st-ppo" | FILE.py:Class
+    loss: str = "token-ppo"
     kl_coef: float = 0.2  # k3 KL to the frozen reference; 0 disables (and skips the reference)
     kl_clamp: float = 10.0  # k3 clamped to [-c, c] as the reference; 0: no clamp
     # recompute behaviour log-probs with the trainer before the update (reference: the training
@@ -517,7 +524,6 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         "tracker": ("tensorboard", "wandb", "none"),
         "device": ("auto", "cpu", "cuda"),
         "prompt_style": ("reference", "full", "compact"),
-        "advantage": ("turn", "trajectory"),
         "normalization": ("reference", "return_mean", "global"),
         "lr_schedule": ("cosine", "constant"),
         "batch_composition": ("oversample", "fixed"),
@@ -527,6 +533,11 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         if getattr(cfg, name) not in allowed:
             raise ConfigError(f"{name}={getattr(cfg, name)!r} is not one of {', '.join(allowed)}")
     resolve_prompts(cfg.prompts)  # a pack that cannot be loaded is bad input
+    from training.estimators import resolve_estimator
+    from training.losses import resolve_loss
+
+    resolve_estimator(cfg)  # a name or option that is not known is bad input (one line)
+    resolve_loss(cfg)
     if not cfg.games:
         raise ConfigError("games is empty")
     if known_games is not None:
@@ -709,10 +720,12 @@ SAFE_CHANGES = (
 
 
 def config_changes(old: dict[str, Any], new: TrainConfig) -> list[str]:
-    """Names of the settings that differ between a saved run config and `new`."""
+    """Names of the settings that differ between a saved run config and `new`. A setting the
+    saved config lacks (added since it was written, e.g. `loss`) counts as its default there."""
     cur = json.loads(json.dumps(new.to_dict()))  # tuples -> lists, as saved
+    default = json.loads(json.dumps(TrainConfig().to_dict()))
     keys = sorted(set(old) | set(cur))
-    return [k for k in keys if old.get(k) != cur.get(k)]
+    return [k for k in keys if old.get(k, default.get(k)) != cur.get(k)]
 
 
 def check_resume_config(path: Path, cfg: TrainConfig, allowed: tuple[str, ...] = ()) -> None:

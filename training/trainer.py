@@ -40,10 +40,11 @@ from mars_eval.models.base import ConfigError, SamplingParams
 from mars_eval.run.failures import OK, SOME_ERRORED, STOPPED_EARLY
 from training import distributed as dist
 from training import resume as resume_mod
-from training.advantages import TrajectoryRewards, compute_advantages, reference_advantages
+from training.advantages import TrajectoryRewards
 from training.batch import Turn, by_trajectory
 from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs, stop_strings
 from training.engines import GenSettings
+from training.estimators import resolve_estimator
 from training.live import LiveView, one_line
 from training.optim import make_optimizer
 from training.precision import fsdp_mp_policy, torch_dtype
@@ -359,18 +360,8 @@ class Trainer:
         return stats
 
     def _advantages(self, trajs: list[TrajectoryRewards]) -> tuple[list[list[Any]], dict[str, float]]:
-        cfg = self.cfg
-        if cfg.normalization == "reference":
-            return reference_advantages(
-                trajs,
-                estimator=cfg.advantage,
-                gamma=cfg.gamma,
-                reward_clip=cfg.reward_clip,
-                advantage_clip=cfg.advantage_clip,
-            )
-        return compute_advantages(
-            trajs, estimator=cfg.advantage, normalization=cfg.normalization, gamma=cfg.gamma
-        )
+        """The configured estimator (advantage=NAME[:options], training/estimators.py)."""
+        return resolve_estimator(self.cfg).instance.compute(trajs)
 
     def _learner(self) -> Learner:
         return Learner(

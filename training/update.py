@@ -13,7 +13,8 @@
              for each micro-batch of the slice (training/batch.py pack_rows: at most
                      micro_batch_size rows and micro_batch_tokens padded tokens):
                  log pi_theta(a_t), entropy  = token_logprobs(policy, rows)   (training/loss.py)
-                 L_micro = ppo_loss(log pi_theta, log pi_old, A, mask, ...)   (training/loss.py)
+                 L_micro = loss(log pi_theta, log pi_old, A, mask, ...)   (loss=NAME,
+                           training/losses.py; the default token-ppo is training/loss.py ppo_loss)
                  backward(L_micro * scale)
              g = clip_grad_norm_(policy, grad_clip)
              if L or g is not finite on any rank: no step, NonFiniteLoss (the run stops)
@@ -21,7 +22,8 @@
        the schedule steps once here when schedule_unit=rollout;
     3. the statistics of every rank merged into the metrics row (`UpdateStats`).
 
-Per token (training/loss.py has the full formulas):
+Per token, with the default loss=token-ppo (training/loss.py has the full formulas; turn-ppo and
+st-ppo, one ratio per turn, are in training/losses.py):
 
     rho_t = exp(log pi_theta(a_t) - log pi_old(a_t))
     l_t   = -min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t)  [dual clip for A_t < 0]
@@ -63,7 +65,8 @@ from training.batch import (
     turn_token_advantages,
 )
 from training.config import TrainConfig
-from training.loss import ppo_loss, token_logprobs
+from training.loss import token_logprobs
+from training.losses import resolve_loss
 from training.precision import compute_context
 
 
@@ -284,7 +287,7 @@ def micro_step(learner: Learner, micro: list[tuple[Turn, int]], n_units: int, ac
             mask=mask,
             chunk_size=cfg.logprob_chunk,
         )
-    loss, stats = ppo_loss(
+    loss, stats = resolve_loss(cfg).instance(  # loss=NAME (training/losses.py); token-ppo: ppo_loss
         logp,
         old,
         adv,

@@ -51,8 +51,10 @@ def test_micro_cli_run_end_to_end(tmp_path):
     assert main(["--preset", "micro", "--output", str(out)]) == 2
 
 
-def test_resume_matches_uninterrupted(tmp_path):
-    cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0, "keep_last": 1})
+@pytest.mark.parametrize("credit", [{}, {"advantage": "gtpo:gamma=0.9", "loss": "st-ppo"}])
+def test_resume_matches_uninterrupted(tmp_path, credit):
+    over = {"steps": 3, "save_every": 1, "eval_every": 0, "keep_last": 1} | credit
+    cfg = build_config("micro", overrides=over)
     assert Trainer(cfg, tmp_path / "a", **QUIET).run() == 0
     kept = sorted(p.name for p in (tmp_path / "a" / "checkpoints").iterdir())
     assert kept == ["final", "initial", "step-2"]
@@ -69,12 +71,14 @@ def test_resume_matches_uninterrupted(tmp_path):
     rb = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rb] == [1, 2, 3]
     assert [r["loss"] for r in ra] == [r["loss"] for r in rb]
+    if credit:  # the estimator and loss reached the run (st-ppo's own statistic)
+        assert all("turn_weight_mean" in r for r in ra if r["step"] > 0)
 
 
 def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
-    import training.trainer as trainer_mod
+    import training.losses as losses_mod  # loss=token-ppo calls ppo_loss through it
 
-    real = trainer_mod.ppo_loss
+    real = losses_mod.ppo_loss
     calls = {"n": 0}
     messages = []
 
@@ -85,7 +89,7 @@ def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
             loss = loss * float("nan")
         return loss, stats
 
-    monkeypatch.setattr(trainer_mod, "ppo_loss", flaky)
+    monkeypatch.setattr(losses_mod, "ppo_loss", flaky)
     cfg = build_config("micro", overrides={"steps": 3, "save_every": 1, "eval_every": 0, "minibatches": 1})
     status = Trainer(cfg, tmp_path / "r", log=messages.append).run()
     assert status == 3
@@ -101,10 +105,10 @@ def test_nan_loss_stops_and_keeps_last_good(tmp_path, monkeypatch):
 def test_ablation_switches_run(tmp_path, monkeypatch, estimator, norm, opponent):
     """The ablation switches reach the run: the advantages come from the chosen estimator and
     normalization (not the reference's), and the learner plays the chosen opponent."""
-    import training.trainer as trainer_mod
+    import training.estimators as estimators_mod  # advantage=turn|trajectory call them through it
 
     seen = []
-    real = trainer_mod.compute_advantages
+    real = estimators_mod.compute_advantages
 
     def spy(trajs, **kwargs):
         seen.append(kwargs)
@@ -113,8 +117,8 @@ def test_ablation_switches_run(tmp_path, monkeypatch, estimator, norm, opponent)
     def not_the_reference(*_a, **_k):
         raise AssertionError("reference_advantages used despite normalization=" + norm)
 
-    monkeypatch.setattr(trainer_mod, "compute_advantages", spy)
-    monkeypatch.setattr(trainer_mod, "reference_advantages", not_the_reference)
+    monkeypatch.setattr(estimators_mod, "compute_advantages", spy)
+    monkeypatch.setattr(estimators_mod, "reference_advantages", not_the_reference)
     cfg = build_config(
         "micro",
         overrides={
@@ -155,17 +159,17 @@ def test_resume_after_warm_start_has_no_duplicate_rows(tmp_path, monkeypatch):
 def test_loss_logprobs_use_logprob_temperature(tmp_path, monkeypatch, micro_model_dir):
     # sampling at 0.5 with recomputed log-probs: every log-prob the loss sees (behaviour,
     # reference model, policy) is taken at logprob_temperature (1, the reference's raw logits)
-    import training.trainer as trainer_mod
+    import training.update as update_mod  # the update computes every log-prob the loss sees
 
     seen = []
-    real = trainer_mod.token_logprobs
+    real = update_mod.token_logprobs
 
     def spy(model, ids, attn, temperature=1.0, with_entropy=False, **kw):
         seen.append(temperature)
         assert kw.get("mask") is not None  # response positions only
         return real(model, ids, attn, temperature, with_entropy, **kw)
 
-    monkeypatch.setattr(trainer_mod, "token_logprobs", spy)
+    monkeypatch.setattr(update_mod, "token_logprobs", spy)
     over = {"model": str(micro_model_dir), "steps": 1, "eval_every": 0, "save_every": 0}
     over.update(temperature=0.5, recompute_logprobs=True)
     assert Trainer(build_config("micro", overrides=over), tmp_path / "t1", **QUIET).run() == 0

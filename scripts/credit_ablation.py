@@ -1,0 +1,192 @@
+"""The credit-assignment ablation (issue 43 item 3): every estimator x loss, N training seeds,
+each final checkpoint played by `mars-eval games`, tabulated against the baseline cell with
+paired intervals.
+
+    python scripts/credit_ablation.py --preset tiny --out runs/credit --seeds 3 \\
+        [--advantage turn,trajectory,gtpo] [--loss token-ppo,turn-ppo,st-ppo] \\
+        [--games tic_tac_toe] [--opponents random] [--episodes 50] [--dry-run] [key=value ...]
+
+1. train: `mars-train --preset P --output OUT/train/CELL-sS seed=S advantage=E loss=L` per cell
+   and seed (key=value extras go to every run; a folder with checkpoints/final is skipped, an
+   unfinished one is resumed);
+2. evaluate: `mars-eval games --model .../checkpoints/final --seed 0` for each (the same
+   evaluation seed everywhere, so episode k of one cell meets the same deals and opponent
+   moves as episode k of another);
+3. tabulate (OUT/ablation.md and OUT/ablation.json): per cell and (game, opponent, seat), the
+   mean normalized return over all seeds' episodes and its difference with the baseline cell
+   (the first advantage x the first loss), paired by (training seed, episode seed), with the
+   interval and test of `mars-eval compare` (mars_eval/analysis/stats.py paired_compare),
+   plus each training seed's own difference. The interval is over evaluation episodes for
+   the trained models at hand; the spread between training seeds is the per-seed column
+   (a few seeds cannot give a trustworthy between-seed interval).
+
+CELL names are the registries' identities (`gtpo:gamma=0.9` -> `gtpo_gamma=0.9`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def cell_name(advantage: str, loss: str) -> str:
+    return f"{advantage}__{loss}".replace(":", "_").replace(",", "_").replace("/", "_")
+
+
+def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every (advantage, loss, seed) run with its train and eval commands."""
+    out = Path(args.out)
+    py = sys.executable
+    runs = []
+    for adv in args.advantage.split(","):
+        for loss in args.loss.split(","):
+            for seed in range(args.seeds):
+                name = f"{cell_name(adv, loss)}-s{seed}"
+                train_dir = out / "train" / name
+                train = [py, "-m", "training.cli", "--preset", args.preset, "--output", str(train_dir)]
+                train += [f"seed={seed}", f"advantage={adv}", f"loss={loss}", "live=false", *args.extra]
+                evaluate = [
+                    py,
+                    "-m",
+                    "mars_eval.cli",
+                    "games",
+                    "--model",
+                    str(train_dir / "checkpoints" / "final"),
+                ]
+                evaluate += ["--games", args.games, "--episodes", str(args.episodes), "--seed", "0"]
+                if args.opponents:
+                    evaluate += ["--opponents", args.opponents]
+                evaluate += ["--output", str(out / "eval" / name), "--json"]
+                runs.append(
+                    dict(advantage=adv, loss=loss, seed=seed, train_dir=train_dir, train=train, eval=evaluate)
+                )
+    return runs
+
+
+def run_all(runs: list[dict[str, Any]], dry_run: bool) -> None:
+    for r in runs:
+        done = (r["train_dir"] / "checkpoints" / "final" / "COMPLETE").exists()
+        train = r["train"] + (["--resume"] if r["train_dir"].exists() else [])
+        for cmd, skip in ((train, done), (r["eval"], False)):
+            print(("# skip: " if skip else "") + " ".join(cmd), flush=True)
+            if dry_run or skip:
+                continue
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}")
+            if cmd is r["eval"]:
+                r["run_dir"] = json.loads(proc.stdout.strip().splitlines()[-1])["run_dir"]
+
+
+def tabulate(cells: dict[tuple[str, str], dict[int, str]], seed: int = 0) -> list[dict[str, Any]]:
+    """Rows per cell and (game, opponent, seat) against the first cell (the baseline).
+
+    `cells` maps (advantage, loss) to {training seed: games run folder}."""
+    from mars_eval.analysis.compare import load_run
+    from mars_eval.analysis.stats import paired_compare
+    from mars_eval.games import make_game
+
+    def episodes(run_dir: str) -> dict[tuple, float]:
+        recs = load_run(run_dir).records.values()
+        return {
+            (r["game"], r["opponent"], r["seat"], r.get("seed")): float(r["agent_return"])
+            for r in recs
+            if not r.get("error")
+        }
+
+    played = {cell: {s: episodes(d) for s, d in seeds.items()} for cell, seeds in cells.items()}
+    base_cell = next(iter(cells))
+    base = played[base_cell]
+    rows = []
+    for cell, by_seed in played.items():
+        pairs: dict[tuple, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+        for s, eps in by_seed.items():
+            for key, ret in eps.items():
+                if s in base and key in base[s]:
+                    pairs[key[:3]][f"s{s}/{key[3]}"].append((base[s][key], ret))
+        for (game_name, opp, seat), units in sorted(pairs.items(), key=str):
+            game = make_game(game_name)
+            slope = game.normalize(1.0) - game.normalize(0.0)
+            res = paired_compare(units, seed=seed, span=game.max_return - game.min_return)
+            per_seed = {}
+            for s in sorted(by_seed):
+                d = [b - a for u, v in units.items() if u.startswith(f"s{s}/") for a, b in v]
+                per_seed[s] = sum(d) / len(d) * slope if d else None
+            rows.append(
+                {
+                    "advantage": cell[0],
+                    "loss": cell[1],
+                    "game": game_name,
+                    "opponent": opp,
+                    "seat": seat,
+                    "n_paired": res.n_paired,
+                    "normalized": game.normalize(res.accuracy_b),
+                    "baseline_normalized": game.normalize(res.accuracy_a),
+                    "delta_normalized": res.delta * slope,
+                    "ci_low": None if res.ci_low is None else res.ci_low * slope,
+                    "ci_high": None if res.ci_high is None else res.ci_high * slope,
+                    "p_value": res.p_value,
+                    "test": res.test,
+                    "delta_per_seed": per_seed,
+                }
+            )
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], baseline: tuple[str, str]) -> str:
+    def num(x: Any) -> str:
+        return "-" if x is None else f"{x:+.1f}" if isinstance(x, float) else str(x)
+
+    lines = [
+        f"Baseline: advantage={baseline[0]} loss={baseline[1]}. Normalized return (0-100 scale of "
+        "`mars-eval games`); delta vs the baseline, paired by (training seed, episode seed).",
+        "",
+        "| advantage | loss | game | opponent | seat | n | normalized | delta | 95% CI | p | per seed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        seeds = " ".join(num(v) for v in r["delta_per_seed"].values())
+        ci = f"[{num(r['ci_low'])}, {num(r['ci_high'])}]"
+        lines.append(
+            f"| {r['advantage']} | {r['loss']} | {r['game']} | {r['opponent']} | {r['seat']} | "
+            f"{r['n_paired']} | {r['normalized']:.1f} | {num(r['delta_normalized'])} | {ci} | "
+            f"{r['p_value']:.3g} | {seeds} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--advantage", default="turn,trajectory,gtpo")
+    p.add_argument("--loss", default="token-ppo,turn-ppo,st-ppo")
+    p.add_argument("--games", default="tic_tac_toe")
+    p.add_argument("--opponents", default="")
+    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("extra", nargs="*", metavar="key=value", help="settings for every training run")
+    args = p.parse_args(argv)
+    runs = plan(args)
+    run_all(runs, args.dry_run)
+    if args.dry_run:
+        return 0
+    cells: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    for r in runs:
+        cells[(r["advantage"], r["loss"])][r["seed"]] = r["run_dir"]
+    rows = tabulate(dict(cells))
+    out = Path(args.out)
+    (out / "ablation.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (out / "ablation.md").write_text(markdown(rows, next(iter(cells))))
+    print((out / "ablation.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
