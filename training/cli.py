@@ -239,10 +239,8 @@ def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -
 
         check_torch(version("torch"))  # the installed version, without paying for `import torch`
         if args.list:
-            from training.registry import listing
-
             try:
-                print(listing(), flush=True)
+                print(registries_listing(), flush=True)
             except BrokenPipeError:  # `mars-train --list | head`
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return OK
@@ -275,3 +273,20 @@ def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def registries_listing() -> str:
+    """The advantage estimators and policy losses with their options, as `--list` prints them."""
+    from dataclasses import fields
+
+    from training.config import TrainConfig
+    from training.estimators import ESTIMATORS
+    from training.losses import LOSSES
+
+    top = frozenset(f.name for f in fields(TrainConfig))
+    lines = ["advantage estimators (advantage=NAME[:key=value,...]; default turn):"]
+    lines += ESTIMATORS.listing(top)
+    lines += ["", "policy losses (loss=NAME[:key=value,...]; default token-ppo):"]
+    lines += LOSSES.listing(top)
+    lines += ["", "one's own: advantage=FILE.py:Class or loss=FILE.py:Class (docs/training.md)"]
+    return "\n".join(lines)

@@ -15,7 +15,7 @@ named like a top-level setting of TrainConfig (`gamma`, `normalization`, `reward
 its default; the spec's own `key=value` wins over it.
 
 Bad names and options raise ConfigError (one line, exit 2 from `mars-train`), with "did you
-mean" for a near miss. `mars-train --list` prints both registries (`listing()`).
+mean" for a near miss. `mars-train --list` prints both registries (training/cli.py `registries_listing`).
 """
 
 from __future__ import annotations
@@ -147,16 +147,14 @@ class Registry:
             raise ConfigError(f"{self.kind}={spec}: {exc}") from None
         return cls
 
-    def listing(self) -> list[str]:
+    def listing(self, top_level: frozenset[str] = frozenset()) -> list[str]:
         """Lines for `mars-train --list`: each entry, its summary, its options (an option named
-        like a top-level setting says so: that setting gives its default)."""
-        from training.config import TrainConfig
-
+        like a top-level setting, one of `top_level`, says so: that setting gives its default)."""
         lines = []
         for name, cls in self.entries.items():
             lines.append(f"  {name:12s}{summary(cls)}")
             for s in option_specs(cls.Options):
-                top = f" [default: the top-level {s.name}]" if hasattr(TrainConfig, s.name) else ""
+                top = f" [default: the top-level {s.name}]" if s.name in top_level else ""
                 lines.append(f"      {s.name}={_option_text(s)}  {s.help}{top}")
         return lines
 
@@ -174,19 +172,6 @@ def _option_text(s: OptionSpec) -> str:
 
 def _text(v: Any) -> str:
     return ("true" if v else "false") if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def listing() -> str:
-    """Both registries, as `mars-train --list` prints them."""
-    from training.estimators import ESTIMATORS
-    from training.losses import LOSSES
-
-    lines = ["advantage estimators (advantage=NAME[:key=value,...]; default turn):"]
-    lines += ESTIMATORS.listing()
-    lines += ["", "policy losses (loss=NAME[:key=value,...]; default token-ppo):"]
-    lines += LOSSES.listing()
-    lines += ["", "one's own: advantage=FILE.py:Class or loss=FILE.py:Class (docs/training.md)"]
-    return "\n".join(lines)
 
 
 def option_fields(options: Any) -> dict[str, Any]:
