@@ -183,7 +183,8 @@ def test_a_filling_damaged_and_locked_folder(runs, tmp_path):
     catalog = Catalog([tmp_path / "out"], min_interval_s=0)
     catalog.refresh(force=True)
     (run,) = catalog.runs.values()
-    assert run.stats()["done"] == 2 and run.stats()["planned"] is None
+    # a first run going: its plan.json (written as it started) says what is planned
+    assert run.stats()["done"] == 2 and run.stats()["planned"] == len(lines)
     before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in folder.iterdir()}
     fd = os.open(folder / ".lock", os.O_RDWR)  # the running process's lock, held here
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -289,3 +290,12 @@ def test_hostile_lines_are_served_not_crashed(runs, tmp_path):
     assert view["row"]["problem_id"] == "<script>alert(1)</script>"  # text: the page shows it as such
     skipped = get([root], "/api/run", run=run["id"])["skipped"]
     assert [s.split(":")[0] for s in skipped] == [f"line {len(lines) + i}" for i in (2, 3, 4)]
+
+
+def test_a_folder_without_plan_or_summary_has_no_planned_count(runs, tmp_path):
+    folder, _ = _copy_run(runs, tmp_path)
+    (folder / "plan.json").unlink()  # a folder of an earlier version, running
+    catalog = Catalog([tmp_path / "out"], min_interval_s=0)
+    catalog.refresh(force=True)
+    (run,) = catalog.runs.values()
+    assert run.stats()["planned"] is None

@@ -341,9 +341,19 @@ class RunState:
         ]
 
     def planned(self) -> int | None:
-        """Samples (episodes) the run was asked for, as its last summary.json says (None before
-        a run of this folder has written one)."""
+        """Samples (episodes) the run was asked for, as its last summary.json says, else as its
+        plan.json (written as the run starts) says; None when neither is there."""
         s = self.summary
+        if not s:  # running, no summary yet: what the runner wrote as it started (plan.json)
+            try:
+                planned = json.loads((self.path / "plan.json").read_bytes()).get("planned")
+            except (OSError, ValueError, RecursionError, AttributeError):
+                return None
+            return (
+                planned
+                if isinstance(planned, int) and not isinstance(planned, bool) and planned >= 0
+                else None
+            )
         if self.kind == "mas" and isinstance(s.get("n"), int) and isinstance(s.get("samples"), int):
             return s["n"] * s["samples"]
         if self.kind == "games" and isinstance(s.get("episodes_per_seat"), int):

@@ -166,6 +166,7 @@ async def _run(
     model_name: str | None,
 ) -> dict[str, Any]:
     units = plan_units(cfg)
+    store.write_plan(len(units))
     todo = [u for u in units if not store.done(u.key)]
     for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
         console.print(f"warning: {plain(note)}", markup=False, highlight=False, soft_wrap=True)

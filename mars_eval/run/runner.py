@@ -310,6 +310,7 @@ async def _run(
     gc.freeze()
     # Sample-major order, so a capped server sees every problem early.
     units = [(p, k) for k in range(cfg.samples) for p in problems]
+    store.write_plan(len(units))
     todo = [(p, k) for p, k in units if not store.done(sample_key(p, k))]
     for note in store.notes:  # a damaged calls.sqlite set aside, unreadable lines skipped
         console.print(f"warning: {plain(note)}", markup=False, highlight=False, soft_wrap=True)

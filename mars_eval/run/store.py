@@ -202,6 +202,12 @@ class RunStore:
             return
         self.calls.save_clock(self.wall_seconds())
 
+    def write_plan(self, planned: int) -> None:
+        """plan.json: how many samples (episodes) this run is asked for, written as it starts,
+        so that a reader (`mars-eval view`) shows progress before summary.json exists."""
+        with writing(self.dir):
+            self._atomic_write(self.dir / "plan.json", json.dumps({"planned": int(planned)}))
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         with writing(self.dir):
             self._flush()
