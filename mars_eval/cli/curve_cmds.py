@@ -92,6 +92,8 @@ def curve(
         settings["mas_eval"] = items
     BY_NAME["engine"].check(engine)  # a backend of models.backends
     BY_NAME["dtype"].check(dtype)
+    if dtype == "auto" and settings.get("dtype") in ("float32", "bfloat16"):
+        dtype = settings["dtype"]  # the dtype the run trained in, as its own curve evaluated
     console = Console(stderr=True)
     done, errored = run_curve(
         root,

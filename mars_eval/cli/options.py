@@ -77,37 +77,43 @@ def with_run_options(command_name: str) -> Callable[[Callable[..., Any]], Callab
     from mars_eval.run.options import options_of
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        hints = typing.get_type_hints(command, include_extras=True)
-        own = inspect.signature(command)
         declared = options_of(command_name)
-        added = [
-            inspect.Parameter(
-                o.name,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=o.default,
-                annotation=run_flag(o.name, command_name),
-            )
-            for o in declared
-        ]
-        names = [o.name for o in declared]
-        params: list[inspect.Parameter] = []
-        for p in own.parameters.values():
-            if p.name == RUN_OPTIONS:
-                params.extend(added)
-            else:
-                params.append(p.replace(annotation=hints.get(p.name, p.annotation), kind=p.KEYWORD_ONLY))
-
-        @functools.wraps(command)
-        def wrapper(**kwargs: Any) -> Any:
-            values = {k: kwargs.pop(k) for k in names}
-            return command(**kwargs, run_options=values)
-
-        wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in params}
-        del wrapper.__wrapped__  # typer must read the new signature, not the command's
-        return wrapper
+        flags = {o.name: (o.default, run_flag(o.name, command_name)) for o in declared}
+        return _with_flags(command, RUN_OPTIONS, flags, keep_none=True)
 
     return decorate
+
+
+def _with_flags(
+    command: Callable[..., Any], placeholder: str, flags: dict[str, tuple[Any, Any]], *, keep_none: bool
+) -> Callable[..., Any]:
+    """`command` with the parameters `flags` (name -> (default, typer annotation)) in its
+    signature where it declares `placeholder`; it gets their values in that one parameter, by
+    name (`keep_none`: those not given too, as None)."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    own = inspect.signature(command)
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (default, annotation) in flags.items()
+    ]
+    params: list[inspect.Parameter] = []
+    for p in own.parameters.values():
+        if p.name == placeholder:
+            params.extend(added)
+        else:
+            params.append(p.replace(annotation=hints.get(p.name, p.annotation), kind=p.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {k: kwargs.pop(k) for k in flags}
+        if not keep_none:
+            values = {k: v for k, v in values.items() if v is not None}
+        return command(**kwargs, **{placeholder: values})
+
+    wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read the new signature, not the command's
+    return wrapper
 
 
 def run_values(opts: Mapping[str, Any], command: str) -> dict[str, Any]:
@@ -182,15 +188,10 @@ def with_task_options(command: Callable[..., Any]) -> Callable[..., Any]:
     name in that parameter. make_task refuses one that the chosen task does not declare."""
     from mars_eval.tasks.registry import task_settings
 
-    hints = typing.get_type_hints(command, include_extras=True)
-    own = inspect.signature(command)
-    declared = task_settings()
-    added = [
-        inspect.Parameter(
-            name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=None,
-            annotation=Annotated[
+    flags = {
+        name: (
+            None,
+            Annotated[
                 setting.type | None,
                 typer.Option(
                     help=f"--task {task}: {setting.help}"
@@ -199,24 +200,9 @@ def with_task_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 ),
             ],
         )
-        for name, (task, setting) in declared.items()
-    ]
-    params: list[inspect.Parameter] = []
-    for p in own.parameters.values():
-        if p.name == TASK_SETTINGS:
-            params.extend(added)
-        else:
-            params.append(p.replace(annotation=hints.get(p.name, p.annotation), kind=p.KEYWORD_ONLY))
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        values = {k: v for k in declared if (v := kwargs.pop(k)) is not None}
-        return command(**kwargs, task_settings=values)
-
-    wrapper.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    del wrapper.__wrapped__  # typer must read the new signature, not the command's
-    return wrapper
+        for name, (task, setting) in task_settings().items()
+    }
+    return _with_flags(command, TASK_SETTINGS, flags, keep_none=False)
 
 
 def problem_ids(value: str | None) -> list[str] | None:

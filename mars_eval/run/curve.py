@@ -289,18 +289,10 @@ async def evaluate_checkpoint_async(
 
 
 def evaluate_checkpoint(
-    spec: CurveSpec,
-    ckpt: Path,
-    step: int,
-    train_dir: Path,
-    *,
-    engine: str = "auto",
-    progress: bool = False,
-    dtype: str = "auto",
+    spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, **options: Any
 ) -> list[dict[str, Any]]:
-    return run_loop(
-        evaluate_checkpoint_async(spec, ckpt, step, train_dir, engine=engine, progress=progress, dtype=dtype)
-    )
+    """`evaluate_checkpoint_async` run to its end (`options`: its engine, progress, dtype)."""
+    return run_loop(evaluate_checkpoint_async(spec, ckpt, step, train_dir, **options))
 
 
 def run_curve(
