@@ -5,7 +5,8 @@ Every error text from an endpoint passes through `scrub` before it is stored (sa
 and from there the report and the export) or printed: the key in use (OPENAI_API_KEY, or the
 one given) and anything shaped like a bearer token are replaced by `***`. The key is found in
 any letter case and URL-encoded (`%2F` or `%2f`, `+` for a space, encoded twice), as servers
-and proxies echo it in logs and query strings.
+and proxies echo it in logs and query strings. A run of at least MIN_FRAGMENT (8) characters
+from either end of a key of 16 or more is hidden too (a partial echo, a key split by a space).
 
 A reply's text (a 200 that echoes the key in its content or thinking) passes through
 `hide_key` before a system sees it or it is stored (run/cached_client.py): only the key's
@@ -60,15 +61,55 @@ def _key_forms(keys: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str]]
     """The lower-cased forms of the keys, and one case-insensitive pattern for all of them
     (longest first, so an encoded form is replaced whole rather than in part)."""
     forms: set[str] = set()
+    fragments: list[str] = []
     for k in keys:
         if len(k) < 4:  # too short to tell from ordinary text
             continue
         for form in (k, quote(k, safe=""), quote(k), quote_plus(k), quote(quote(k, safe=""), safe="")):
             forms.add(form)
+        if len(k) >= 2 * MIN_FRAGMENT:
+            fragments += [_prefix_pattern(k), _suffix_pattern(k)]
+            forms.update((k[:MIN_FRAGMENT], k[-MIN_FRAGMENT:]))  # what every fragment holds
     ordered = sorted(forms, key=len, reverse=True)
     lowered = tuple(dict.fromkeys(f.lower() for f in ordered))
-    pattern = re.compile("|".join(map(re.escape, ordered)) or "(?!)", re.IGNORECASE)
+    # whole forms first (longest first), then the longest fragment the text holds
+    alternatives = [re.escape(f) for f in ordered if f in _whole(keys)] + fragments
+    pattern = re.compile("|".join(alternatives) or "(?!)", re.IGNORECASE)
     return lowered, pattern
+
+
+# A run of at least this many characters from either end of the key is hidden too: a server's
+# or a model's partial echo (the first 12 characters, "sk-...wxyz" with a long start, a key
+# split by a space). Shorter fragments (the last 4 alone) cannot be told from ordinary text.
+MIN_FRAGMENT = 8
+
+
+def _whole(keys: tuple[str, ...]) -> set[str]:
+    return {
+        form
+        for k in keys
+        if len(k) >= 4
+        for form in (k, quote(k, safe=""), quote(k), quote_plus(k), quote(quote(k, safe=""), safe=""))
+    }
+
+
+def _prefix_pattern(key: str) -> str:
+    """Any start of `key` at least MIN_FRAGMENT long: its first characters, then each next one
+    optional in turn (the longest present is matched)."""
+    head, rest = key[:MIN_FRAGMENT], key[MIN_FRAGMENT:]
+    tail = ""
+    for ch in reversed(rest):
+        tail = f"(?:{re.escape(ch)}{tail})?"
+    return re.escape(head) + tail
+
+
+def _suffix_pattern(key: str) -> str:
+    """Any end of `key` at least MIN_FRAGMENT long."""
+    body, last = key[:-MIN_FRAGMENT], key[-MIN_FRAGMENT:]
+    lead = ""
+    for ch in body:
+        lead = f"(?:{lead}{re.escape(ch)})?"
+    return lead + re.escape(last)
 
 
 def _hide(m: re.Match[str]) -> str:

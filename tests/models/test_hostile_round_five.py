@@ -150,3 +150,27 @@ def test_replies_received_at_once_stay_within_the_pools_budget() -> None:
     assert [len(c) for c in contents] == [2_000_000] * 6  # every call finished, retried if need be
     assert client.pool.budget.peak <= 5_000_000 and client.pool.budget.held == 0
     assert client.pool.retries > 0  # some attempts waited for room
+
+
+@pytest.mark.parametrize(
+    "key", ["sk-Ab/cd+ef=gh%12ijKLmnOPqrSTuv", "hf_" + "x/y+z=w%" * 4, "k" * 8 + "/+=%" * 3]
+)
+def test_key_fragments_are_hidden(key) -> None:
+    """A run of 8 or more characters from either end of the key is hidden (issue 45 item 5):
+    a partial echo ("first 12 ... last 4"), a key split by a space, any letter case."""
+    from urllib.parse import quote
+
+    from mars_eval.models.access import MIN_FRAGMENT, hide_key
+
+    texts = [
+        f"echo {key[:12]}...{key[-4:]} done",
+        f"split {key[:13]} {key[13:]} done",
+        f"upper {key[:MIN_FRAGMENT].upper()}!",
+        f"end {key[-MIN_FRAGMENT:]}.",
+        f"whole {quote(key, safe='')}",
+    ]
+    for text in texts:
+        out = hide_key(text, key)
+        assert key[:MIN_FRAGMENT].lower() not in out.lower() and key[-MIN_FRAGMENT:] not in out, (text, out)
+        assert "***" in out
+    assert hide_key("a model's sk-learn and 1234", key) == "a model's sk-learn and 1234"
