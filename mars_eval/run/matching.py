@@ -75,9 +75,29 @@ def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def differences(vote_config: dict[str, Any], other: dict[str, Any]) -> list[str]:
     """The configuration keys (dotted: "params.temperature") whose values differ, system keys aside."""
     skip = system_keys()
-    a = _flat({k: v for k, v in vote_config.items() if k not in skip})
-    b = _flat({k: v for k, v in other.items() if k not in skip})
+    a = _flat({k: v for k, v in _with_later_defaults(vote_config).items() if k not in skip})
+    b = _flat({k: v for k, v in _with_later_defaults(other).items() if k not in skip})
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+def _with_later_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with the settings declared after the identity baselines filled in at their
+    defaults where absent: an identity leaves them out at their default, config.json records
+    them, and a folder made before they existed has none of them: all three are the same."""
+    from mars_eval.models.base import IDENTITY_BASELINE, sampling_specs
+    from mars_eval.run.options import RUN_IDENTITY_BASELINE, RUN_OPTIONS
+
+    out = dict(config)
+    for option in RUN_OPTIONS:
+        if option.identity and option.name not in RUN_IDENTITY_BASELINE:
+            out.setdefault(option.name, option.default)
+    if isinstance(out.get("params"), dict):
+        params = dict(out["params"])
+        for spec in sampling_specs():
+            if spec.name not in IDENTITY_BASELINE:
+                params.setdefault(spec.name, spec.default)
+        out["params"] = params
+    return out
 
 
 def _finished(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
