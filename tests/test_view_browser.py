@@ -56,16 +56,16 @@ def test_the_list_follows_a_folder_as_it_fills(runs, tmp_path):
                 "skipped": "document.querySelector('#runs tr[data-run] td:last-child').textContent",
             },
             steps=[
-                f"{done} === '1 / ?'",
+                f"{done} === '1 / {len(lines)}'",  # planned: the run's plan.json
                 write(1),
-                f"{done} === '3 / ?'",
+                f"{done} === '3 / {len(lines)}'",
                 write(3),
                 damage,
-                f"{done} === '5 / ?'",
+                f"{done} === '5 / {len(lines)}'",
             ],
         )
     assert page.console_errors == []
-    assert page.values["done"] == "5 / ?" and page.values["skipped"] == "1"
+    assert page.values["done"] == f"5 / {len(lines)}" and page.values["skipped"] == "1"
     assert page.values["draws"] >= 3  # drawn again on each change, never reloaded
 
 
@@ -168,9 +168,9 @@ def test_a_running_mas_run_is_followed_until_it_ends(tmp_path):
             url,
             {"done": done, "running": running, "acc": f"{row}.querySelector('td.acc').textContent"},
             steps=[
-                f"{running} && {done} === '0 / ?'",
+                f"{running} && {done} === '0 / {N}'",  # planned as it started (plan.json)
                 release(2),
-                f"{done} === '2 / ?'",
+                f"{done} === '2 / {N}'",
                 release(N),
                 f"{done} === '6 / 6' && !{running}",
             ],
