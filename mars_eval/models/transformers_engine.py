@@ -142,6 +142,10 @@ class TransformersEngine:
         self.batches = 0
         self.requests = 0
         self.static_calls = 0  # calls the continuous engine sent through generate instead
+        # Greedy calls identical to one in flight (a debate's agents at temperature 0: one
+        # prompt, so one reply) wait for that one's reply instead of decoding it again.
+        self._in_flight: dict[tuple, asyncio.Future] = {}
+        self.shared_calls = 0
 
     # --- loading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -227,7 +231,20 @@ class TransformersEngine:
         pending = _Pending(prompt, params, loop.create_future(), loop, time.perf_counter())
         self.requests += 1
         if self._decode is not None and self._loop_can_sample(params):
+            key = _greedy_key(prompt, params, loop)
+            leader = self._in_flight.get(key) if key is not None else None
+            if leader is not None and not leader.done():
+                self.shared_calls += 1
+                try:
+                    return _own_copy(await asyncio.shield(leader))
+                except asyncio.CancelledError:
+                    if not leader.cancelled():
+                        raise  # this call was cancelled
+                    # the call it waited for was cancelled, not this one: decode it itself
             self._submit(pending)
+            if key is not None:
+                self._in_flight[key] = pending.future
+                pending.future.add_done_callback(lambda f, k=key: self._forget(k, f))
             return await pending.future
         self._queue.append(pending)
         if self._wakeup is None:
@@ -238,6 +255,10 @@ class TransformersEngine:
         return await pending.future
 
     # --- continuous engine -----------------------------------------------------------------
+    def _forget(self, key: tuple, future: asyncio.Future) -> None:
+        if self._in_flight.get(key) is future:
+            del self._in_flight[key]
+
     def _loop_can_sample(self, params: SamplingParams) -> bool:
         """Whether the decode loop has a per-row processor for every keyword of `params`; a call
         it has not (a field declared later) goes through `generate`, the static engine."""
@@ -371,6 +392,7 @@ class TransformersEngine:
         out["batches"] = self.batches
         if self.static_calls:
             out["static_calls"] = self.static_calls
+        out["shared_calls"] = self.shared_calls  # greedy calls answered by an identical one in flight
         if self.static_reason and self._lm is not None:
             out["static_reason"] = self.static_reason
         if self._decode is not None:
@@ -493,6 +515,22 @@ class TransformersEngine:
                 self._closing = True
         if worker is not None and worker.is_alive():  # also one that is just returning: a
             await asyncio.to_thread(worker.join)  # daemon thread alive at exit can abort it
+
+
+def _greedy_key(prompt: str, params: SamplingParams, loop: asyncio.AbstractEventLoop) -> tuple | None:
+    """What makes two calls one reply: greedy (no sampling: the seed does not matter), the same
+    rendered prompt and every other setting equal; None for a sampled call."""
+    import dataclasses
+
+    if generate_kwargs(params)["do_sample"]:
+        return None
+    return (id(loop), prompt, dataclasses.replace(params, seed=None))
+
+
+def _own_copy(reply: ChatResponse) -> ChatResponse:
+    import dataclasses
+
+    return dataclasses.replace(reply, extra=dict(reply.extra))
 
 
 def _settle(p: _Pending, result: ChatResponse | BaseException) -> None:

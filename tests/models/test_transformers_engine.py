@@ -223,27 +223,70 @@ def test_greedy_replies_equal_generate_alone(tiny_model, stagger_s):
         assert (reply.content, reply.completion_tokens, reply.finish_reason) == _raw_greedy(
             engine, chat, params
         )
-    # each row's first token comes from its prefill, every other one from one decode row-step
-    ends = sum(r.completion_tokens + (r.finish_reason == "stop") for r in replies)
-    assert engine.stats()["row_steps"] == ends - len(replies)
+    # each row's first token comes from its prefill, every other one from one decode row-step;
+    # a copy of the first prompt still in flight shares its reply (no row of its own)
+    ends = [r.completion_tokens + (r.finish_reason == "stop") for r in replies]
+    shared = engine.stats()["shared_calls"]
+    assert shared <= 2
+    assert engine.stats()["row_steps"] == sum(ends) - shared * ends[0] - (len(replies) - shared)
 
 
 def test_a_shared_prompt_prefix_is_computed_once(tiny_model):
-    """Three agents with the identical prompt: the second and third copy the first's KV (all
-    whole blocks but the last token's), and still reply exactly as generate does."""
+    """Three agents with the identical prompt (sampled with their own seeds, so three replies):
+    the second and third copy the first's KV (all whole blocks but the last token's)."""
     from mars_eval.models.decode_loop import PREFIX_BLOCK
 
+    engine = TransformersEngine(tiny_model, batch_window_s=0.01, dtype=FP32)
+    chats = _chats(1, shared=2)
+
+    async def go():
+        try:
+            return await asyncio.gather(
+                *(
+                    engine.chat(m, SamplingParams(max_tokens=12, thinking=False, temperature=1.0, seed=i))
+                    for i, m in enumerate(chats)
+                )
+            )
+        finally:
+            await engine.aclose()
+
+    replies = asyncio.run(go())
+    n = replies[0].prompt_tokens
+    stats = engine.stats()
+    assert stats["shared_calls"] == 0  # sampled calls are never shared
+    assert stats["prompt_tokens"] == 3 * n
+    assert stats["prefix_hit_tokens"] == 2 * ((n - 1) // PREFIX_BLOCK * PREFIX_BLOCK) > 0
+    assert stats["prefix_hit_rate"] == round(stats["prefix_hit_tokens"] / (3 * n), 4)
+
+
+def test_identical_greedy_calls_in_flight_are_decoded_once(tiny_model):
+    """A debate's agents at temperature 0 send one prompt: one row decodes it, the other calls
+    get its reply (their own copies), equal to generate's; a call that differs in any setting
+    (here max_tokens) is its own row."""
     engine = TransformersEngine(tiny_model, batch_window_s=0.01, dtype=FP32)
     params = SamplingParams(max_tokens=12, thinking=False, temperature=0.0)
     chats = _chats(1, shared=2)
     replies = _run(engine, chats, params)
-    n = replies[0].prompt_tokens
     stats = engine.stats()
-    assert stats["prompt_tokens"] == 3 * n
-    assert stats["prefix_hit_tokens"] == 2 * ((n - 1) // PREFIX_BLOCK * PREFIX_BLOCK) > 0
-    assert stats["prefix_hit_rate"] == round(stats["prefix_hit_tokens"] / (3 * n), 4)
+    assert (stats["shared_calls"], stats["prefills"]) == (2, 1)
     want = _raw_greedy(engine, chats[0], params)
     assert all((r.content, r.completion_tokens, r.finish_reason) == want for r in replies)
+    assert len({id(r) for r in replies}) == 3 and len({id(r.extra) for r in replies}) == 3
+
+    other = TransformersEngine(tiny_model, batch_window_s=0.01, dtype=FP32)
+
+    async def go():
+        try:
+            return await asyncio.gather(
+                engine.chat(chats[0], params),
+                other.chat(chats[0], params),
+                other.chat(chats[0], SamplingParams(max_tokens=11, thinking=False, temperature=0.0)),
+            )
+        finally:
+            await other.aclose()
+
+    asyncio.run(go())
+    assert (other.stats()["shared_calls"], other.stats()["prefills"]) == (0, 2)
 
 
 def test_a_short_call_joining_mid_loop_does_not_wait_for_a_long_one(tiny_model):
@@ -345,7 +388,9 @@ def _smollm2():
 def test_greedy_replies_equal_generate_on_smollm2():
     engine = TransformersEngine(_smollm2(), batch_window_s=0.01, dtype=FP32)
     params = SamplingParams(max_tokens=24, thinking=False, temperature=0.0)
-    chats = _chats(4, shared=2)
+    system = {"role": "system", "content": "You are a careful solver. Show each step, then the answer."}
+    chats = [[system, *chat] for chat in _chats(4, shared=2)]  # distinct prompts, one prefix
+    engine._load()  # loaded first, so the calls join one by one as staggered
     replies = _run(engine, chats, params, stagger_s=0.05)
     for chat, reply in zip(chats, replies, strict=True):
         assert (reply.content, reply.completion_tokens, reply.finish_reason) == _raw_greedy(
