@@ -157,6 +157,9 @@ def test_a_deep_or_huge_mars_eval_json_is_one_line(tmp_path, monkeypatch, capsys
     assert "larger than 16 MiB" in one_line(*run_main(["curve", str(run)], monkeypatch, capsys))
 
 
+TABLE = b'[[mas_eval]]\nsystem = "single"\ntask = "arith"\n'
+
+
 @pytest.mark.parametrize(
     ("toml", "needle"),
     [
