@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.json_files import read_lines
 from mars_eval.run.records import EPISODE, SAMPLE, record_problem, unit_of
 from mars_eval.run.rundirs import classify
 
@@ -248,16 +249,8 @@ class RunState:
             return False
         self._metrics_size = size
         rows = []
-        with open(path, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break
-                try:
-                    row = json.loads(raw)
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(row, dict):
-                    rows.append({k: v for k, v in row.items() if isinstance(v, int | float | str | None)})
+        for row in read_lines(path):  # each line within json_files' bounds
+            rows.append({k: v for k, v in row.items() if isinstance(v, int | float | str | None)})
         self._metrics = rows
         return True
 
