@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from mars_eval.report.view_server import CATALOG, make_app  # noqa: E402
-from mars_eval.run.store import _line  # noqa: E402
+from mars_eval.run.sample_log import sample_line as _line  # noqa: E402
 
 WORDS = ("alpha", "beta", "gamma", "delta", "<b>x</b>", "so", "the", "answer", "is")
 

@@ -169,6 +169,10 @@ def pair_mas(a: Run, b: Run) -> tuple[dict[str, list[tuple[float, float]]], dict
     return ordered, left
 
 
+# paired_compare without what needs scipy.stats: the bootstrap interval and the detectable effect.
+QUICK: dict[str, Any] = {"bootstrap_resamples": 0, "detectable": False}
+
+
 def _by_problem_sample(run: Run) -> dict[tuple[str, int], dict[str, Any]]:
     return {(str(r["problem_id"]), int(r.get("sample", 0))): r for r in run.records.values()}
 
@@ -177,7 +181,10 @@ def _problem_order(item: tuple[str, Any]) -> tuple[int, int | str]:
     return problem_key(item[0])  # the order the report's comparisons use too
 
 
-def compare_mas(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
+def compare_mas(a: Run, b: Run, seed: int = 0, quick: bool = False) -> dict[str, Any]:
+    """B against A, paired by problem and sample. `quick` (the viewer): the same test, interval
+    and p-value without the bootstrap interval and the detectable effect (None), which need
+    scipy.stats (most of a second to import) and a noncentral-t search."""
     if a.task != b.task:
         raise ConfigError(f"the runs are of different tasks: {a.task} (A) and {b.task} (B)")
     problems_a = {str(r["problem_id"]) for r in a.records.values()}
@@ -187,7 +194,7 @@ def compare_mas(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
     pairs, left = pair_mas(a, b)
     if not pairs:
         raise ConfigError("no sample was scored in both runs (all paired samples errored)")
-    res = paired_compare(pairs, seed=seed)
+    res = paired_compare(pairs, seed=seed, **(QUICK if quick else {}))
     changed = [
         {"problem_id": p, "a": _mean(v, 0), "b": _mean(v, 1), "samples": len(v)}
         for p, v in pairs.items()
@@ -348,8 +355,9 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
             for s, ra, rb in eps
         }
         span = game.max_return - game.min_return  # the largest difference two returns can show
-        r = paired_compare(returns, seed=seed, span=span)
-        w = None if game.cooperative else paired_compare(wins, seed=seed)  # Hanabi has no winner
+        # The rows hold no bootstrap interval or detectable effect: neither is computed.
+        r = paired_compare(returns, seed=seed, span=span, **QUICK)
+        w = None if game.cooperative else paired_compare(wins, seed=seed, **QUICK)  # Hanabi: no winner
         slope = game.normalize(1.0) - game.normalize(0.0)  # normalization is affine in the mean
         rows.append(
             {
