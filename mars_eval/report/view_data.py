@@ -96,9 +96,9 @@ def _row(rec: dict[str, Any], offset: int, length: int, line: int) -> dict[str, 
     }
     if "game" in rec:
         row.update(
-            game=rec.get("game"),
-            opponent=rec.get("opponent"),
-            seat=rec.get("seat"),
+            game=_short(rec.get("game")),  # names: cut as the texts are (a row's size is bounded)
+            opponent=_short(rec.get("opponent")),
+            seat=_short(rec.get("seat")),
             index=rec.get("index"),
             outcome=_short(rec.get("outcome")),
             seed=rec.get("seed") if isinstance(rec.get("seed"), int) else None,  # episodes pair by it
