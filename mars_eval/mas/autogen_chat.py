@@ -114,6 +114,16 @@ class AutoGenChat(System):
         """The most model calls one conversation makes."""
         return 2 * self.rounds - 1 if self.style == "maslab" else self.rounds
 
+    def maslab_error(self, result: Any, transcript: list[dict[str, Any]]) -> str | None:
+        """Every chat that TERMINATE ended (either agent's reply, the first included): MASLab's
+        loop returns the bare reply there, and its inference.py, wanting a mapping with
+        "response", records an error; only a chat that ran out of turns is answered."""
+        if self.style != "maslab":
+            return None
+        replies = [e for e in transcript if "new_messages" in e]
+        said = replies[-1].get("content") if replies else None
+        return "autogen_terminate" if isinstance(said, str) and "TERMINATE" in said else None
+
     @classmethod
     def check(cls, options: Any, *, served: bool) -> None:
         if options.autogen_client == "openai" and not served:
