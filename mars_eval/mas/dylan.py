@@ -41,12 +41,14 @@ the sum over its layers, divided by the number of layers; recorded in `details["
 They explain the result; as in MASLab they do not choose it.
 
 Deviations (named): the problem is the bare question plus the task's answer format, not
-MASLab's eight MATH few-shot examples; answers are read and compared by the task's extractor
-and canonical key (not MASLab's string clean-up); an unparseable ranking falls back to agents
-1 and 2 as in MASLab and is counted (`details["unparsed"]`); a pair that names one agent twice
-keeps that agent once (MASLab would ask it twice); an early stop (layers 1 and 2, or the two
-ranked best agreeing) gives the agreed answer, where MASLab returns the bare answer text and
-its inference loop, which wants a mapping with "response", records the sample as an error.
+MASLab's eight MATH few-shot examples; by default (`--dylan-agreement canonical`) answers are
+read and compared by the task's extractor and canonical key, and a pair that names one agent
+twice keeps that agent once; `--dylan-agreement maslab` reads and compares them as MASLab does
+(`dylan_agreement`) and asks that agent twice, its solution shown twice (MASLab's [3,3]). An
+unparseable ranking falls back to agents 1 and 2 as in MASLab and is counted
+(`details["unparsed"]`); an early stop (layers 1 and 2, or the two ranked best agreeing) gives
+the agreed answer, where MASLab returns the bare answer text and its inference loop, which wants
+a mapping with "response", records the sample as an error (`--errors maslab`: `maslab_error`).
 """
 
 from __future__ import annotations
