@@ -148,8 +148,12 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # --- mas ---------------------------------------------------------------------------------------
-def pair_mas(a: Run, b: Run) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
-    """problem id -> paired (score_a, score_b) samples, and counts of what was left out."""
+def pair_mas(
+    a: Run, b: Run, *, drop_maslab: bool = False
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
+    """problem id -> paired (score_a, score_b) samples, and counts of what was left out.
+    `drop_maslab`: a sample MASLab's code fails (`maslab_error`, --errors maslab) on either side
+    is left out of the pairs, as MASLab's denominators leave it out (else it counts wrong)."""
     left = {"only_in_a": 0, "only_in_b": 0, "errored_in_a": 0, "errored_in_b": 0}
     pairs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
     ia, ib = _by_problem_sample(a), _by_problem_sample(b)
@@ -161,6 +165,8 @@ def pair_mas(a: Run, b: Run) -> tuple[dict[str, list[tuple[float, float]]], dict
         ea, eb = bool(ra.get("error")), bool(rb.get("error"))
         left["errored_in_a"] += ea
         left["errored_in_b"] += eb
+        if drop_maslab and (ra.get("maslab_error") or rb.get("maslab_error")):
+            continue
         if not (ea or eb):
             pairs[str(ra["problem_id"])].append(
                 (int(ra.get("sample", 0)), float(bool(ra["correct"])), float(bool(rb["correct"])))
@@ -214,7 +220,28 @@ def compare_mas(a: Run, b: Run, seed: int = 0, quick: bool = False) -> dict[str,
         "left_out": left,
         "paper_a": ref.paper_accuracy(a.task, str(a.config.get("system")), a.model),
         "paper_b": ref.paper_accuracy(b.task, str(b.config.get("system")), b.model),
+        **_dropped_fields(a, b, seed),
     }
+
+
+def _maslab_errors(run: Run) -> int:
+    return sum(1 for r in run.records.values() if r.get("maslab_error") and not r.get("error"))
+
+
+def _dropped_fields(a: Run, b: Run, seed: int) -> dict[str, Any]:
+    """With MASLab's errors (--errors maslab) in either run: the comparison again with those
+    samples dropped from the pairs (`maslab_dropped`), beside the one counting them wrong."""
+    errors = {"maslab_errors_a": _maslab_errors(a), "maslab_errors_b": _maslab_errors(b)}
+    if not any(errors.values()):
+        return {}
+    pairs, _ = pair_mas(a, b, drop_maslab=True)
+    if not pairs:
+        return {**errors, "maslab_dropped": None}
+    res = paired_compare(pairs, seed=seed)
+    dropped = {
+        k: getattr(res, k) for k in ("n_paired", "n_pairs", "accuracy_a", "accuracy_b", "delta", "p_value")
+    }
+    return {**errors, "maslab_dropped": dropped}
 
 
 def _mean(v: list[tuple[float, float]], i: int) -> float:
@@ -276,6 +303,20 @@ def print_mas(out: dict[str, Any], console: Console) -> None:
         f"{left['only_in_a']} / {left['only_in_b']} samples",
     )
     table.add_row("left out: errored in A / in B", f"{left['errored_in_a']} / {left['errored_in_b']} samples")
+    if "maslab_errors_a" in out:
+        table.add_row(
+            "MASLab's errors in A / in B (wrong above)",
+            f"{out['maslab_errors_a']} / {out['maslab_errors_b']} samples",
+        )
+        dropped = out["maslab_dropped"]
+        if dropped is None:
+            table.add_row("with MASLab's errors dropped", "- (no pair left)")
+        else:
+            table.add_row(
+                "with MASLab's errors dropped: A / B, delta",
+                f"{dropped['accuracy_a']:.2%} / {dropped['accuracy_b']:.2%}, {_pts(dropped['delta'])} "
+                f"(p {dropped['p_value']:.4g}, {dropped['n_paired']} problems)",
+            )
     console.print(table)
     changed = out["changed"]
     if changed:

@@ -62,6 +62,7 @@ class EvalConfig:
     task_prompt: str = (
         "ours"  # ours (question + answer format) or bare (the question as the references send it)
     )
+    errors: str = "ours"  # --errors (run.options): ours, or maslab (MASLab's failures not scored)
     sampling: str = "qwen3"  # the sampling preset `params` was resolved from (informative; params decide)
     # a matched option left unset: the system whose finished run sets it (None: the system that
     # declares `matched_by_default`, mas.default_match_system)

@@ -23,6 +23,8 @@ from mars_eval.models.base import HTTP_CLIENTS, SAMPLING_PRESETS, ConfigError, S
 from mars_eval.models.dtypes import DTYPES
 from mars_eval.models.settings import Setting
 
+ERROR_ACCOUNTING = ("ours", "maslab")  # --errors; the first is the default
+
 
 @dataclass(frozen=True)
 class RunOption(Setting):
@@ -219,6 +221,16 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "max_tokens 2048, nothing else sent); explicit sampling options override it",
         choices=SAMPLING_PRESETS,
         where="preset",
+    ),  # fmt: skip
+    RunOption(
+        "errors",
+        str,
+        "ours",
+        "Error accounting: ours (every finished sample scored) or maslab (the samples MASLab's code "
+        "fails: unreadable MAD verdicts, an empty judge answer, DyLAN's early stops, TERMINATE-ended "
+        "AutoGen chats, recorded as errors not scored; accuracy shown with them wrong and dropped)",
+        choices=ERROR_ACCOUNTING,
+        identity=True,
     ),  # fmt: skip
     RunOption(
         "match_system",

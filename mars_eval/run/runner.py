@@ -31,7 +31,7 @@ from mars_eval.run.config import EvalConfig, open_run, run_folder
 from mars_eval.run.failures import error_kinds, first_error, sample_error, stops_run
 from mars_eval.run.identity import data_hash, engine_kind
 from mars_eval.run.matching import find_match, match_summary
-from mars_eval.run.metrics import accuracy_metrics
+from mars_eval.run.metrics import accuracy_metrics, maslab_error_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
 from mars_eval.run.store import RunStore, StoreError
@@ -139,9 +139,13 @@ async def solve_one(
         record.update(
             answer=result.answer, how=result.how, final_text=result.final_text, details=result.details
         )
-        if result.answer is not None:
-            record["answer_key"] = task.canonical(result.answer)
-        record["correct"] = await score_sample(task, result.answer, problem.gold)
+        why = system.maslab_error(result, ctx.transcript) if cfg.errors == "maslab" else None
+        if why is not None:  # MASLab's error: no response there, so not scored (counted wrong or dropped)
+            record.update(correct=False, maslab_error=why)
+        else:
+            if result.answer is not None:
+                record["answer_key"] = task.canonical(result.answer)
+            record["correct"] = await score_sample(task, result.answer, problem.gold)
     except Exception as exc:  # classified once for every command (mars_eval.run.failures)
         if stops_run(exc):
             raise  # the run folder cannot be written, or the model cannot be loaded: the run stops
@@ -402,6 +406,7 @@ def summarize(
         "n": n_problems,
         "samples": cfg.samples,
         **accuracy_metrics(records, cfg.samples),
+        **maslab_error_metrics(records, cfg.samples),
         **outcome_summary(records, getattr(task, "choices", None), system.counts),
         "errors": len(errors),
         "error_kinds": error_kinds(errors),
