@@ -2,12 +2,13 @@
 
 auto is bfloat16 on a CUDA GPU that supports it, and on a CPU only where its flags claim AMX or
 AVX-512 bf16 *and* a bf16 matmul measures at least BF16_GAIN times the fp32 one
-(`cpu_bf16_is_faster`, about 0.1 s: flags are not speed); float32 on any other CPU. Measured on this project's machines: on an AVX2 + FMA CPU without AVX-512
-bf16 `generate` on SmolLM2-135M ran 4-8x slower than fp32 (torch emulates bf16 matmuls); on one
-with AVX-512 bf16, 1.45x faster (82 vs 57 tokens per CPU-second at batch 8, one thread). The
-dtype a run computed in is written to its summary (`dtype`); its folder's identity holds the
-dtype only when given explicitly, so an auto run resumed on other hardware may continue in the
-other dtype (the summary says which).
+(`cpu_bf16_is_faster`, about 0.1 s: flags are not speed); float32 on any other CPU.
+Measured on this project's machines: on an AVX2 + FMA CPU without AVX-512 bf16, `generate` on
+SmolLM2-135M ran 4-8x slower than fp32 (torch emulates bf16 matmuls); on one with AVX-512 bf16,
+1.45x faster (82 vs 57 tokens per CPU-second at batch 8, one thread). The dtype a run computed
+in is written to its summary (`dtype`); its folder's identity holds the dtype only when given
+explicitly, so an auto run resumed on other hardware may continue in the other dtype (the
+summary says which).
 """
 
 from __future__ import annotations
