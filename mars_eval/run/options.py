@@ -93,6 +93,14 @@ def _default_match_system() -> str:
     return default_match_system()
 
 
+def _scorer_help() -> str:
+    """`--scorer`'s help: the registered scorers (tasks.scorers), never a copy that can drift."""
+    from mars_eval.tasks.scorers import scorer_class, scorer_names
+
+    listed = "; ".join(f"{n} ({scorer_class(n).summary})" for n in scorer_names())
+    return f"How samples are scored: {listed}; or FILE.py:CLASS (docs/scoring.md)"
+
+
 def _task_prompts() -> tuple[str, ...]:
     from mars_eval.tasks.prompting import TASK_PROMPTS
 
@@ -219,6 +227,14 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "max_tokens 2048, nothing else sent); explicit sampling options override it",
         choices=SAMPLING_PRESETS,
         where="preset",
+    ),  # fmt: skip
+    RunOption(
+        "scorer",
+        str,
+        "task",
+        _scorer_help(),
+        commands=("mas",),
+        identity=True,  # with its settings (run.config), only when it is not `task`
     ),  # fmt: skip
     RunOption(
         "match_system",
