@@ -107,7 +107,6 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     "games.turn.other_action": frozenset({"n"}),
     "games.turn.state": frozenset({"state", "legal"}),
     "games.turn.chosen": frozenset({"action"}),
-    "scoring.judge": frozenset({"response", "gold"}),
     "games.hanabi.rank_counts.2": frozenset({"per_color"}),
     "games.hanabi.rank_counts.3": frozenset({"per_color"}),
     "games.hanabi.rank_counts.4": frozenset({"per_color"}),
@@ -211,6 +210,7 @@ REQUIRED: dict[str, frozenset[str]] = {
     "games.compact.hanabi": frozenset({"fireworks", "own", "partner", "options"}),
     "games.turn.state": frozenset({"state", "legal"}),
     "games.turn.chosen": frozenset({"action"}),
+    "scoring.judge": frozenset({"response", "gold"}),
     **{f"games.{f}.user": frozenset({"rules", "information", "instructions"}) for f in GAME_FAMILIES},
 }
 

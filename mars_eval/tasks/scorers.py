@@ -258,7 +258,7 @@ def exact_key(text: str) -> str:
     out = text.strip()
     boxed = re.fullmatch(r"\\boxed\{(.*)\}", out, flags=re.S)
     out = boxed.group(1) if boxed else out
-    out = out.strip().strip("$").strip().rstrip(".").strip()
+    out = out.strip().rstrip(".").strip().strip("$").strip().rstrip(".").strip()
     return " ".join(out.casefold().split())
 
 
