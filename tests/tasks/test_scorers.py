@@ -15,7 +15,7 @@ from mars_eval.prompts import fields_of, load_pack, pack_from_data
 from mars_eval.run.config import EvalConfig
 from mars_eval.run.identity import model_identity
 from mars_eval.tasks import make_task
-from mars_eval.tasks.judge import JudgeScorer, public_url, read_verdict
+from mars_eval.tasks.judge import public_url, read_verdict
 from mars_eval.tasks.scorers import ScoreInput, exact_key, make_scorer, scorer_class, scorer_names
 
 
