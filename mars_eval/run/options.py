@@ -233,7 +233,6 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         str,
         "task",
         _scorer_help(),
-        commands=("mas",),
         identity=True,  # with its settings (run.config), only when it is not `task`
     ),  # fmt: skip
     RunOption(
