@@ -102,7 +102,7 @@ async def prepare_scoring(cfg: Any, run_client: ModelClient | None = None) -> Sc
         try:
             if isinstance(inner, HTTPClient) and inner is not run_client:
                 await inner.check()  # the run's own endpoint is checked by the run
-            name = scorer.options.get("judge_model") or inner.model
+            name = inner.model or scorer.options.get("judge_model")  # in-process: the resolved folder
             bind = getattr(scorer, "bind", None)
             if bind is not None:
                 bind(model_identity(str(name), engine_kind(inner)))
