@@ -216,3 +216,16 @@ def test_cohens_kappa_and_the_table() -> None:
     assert agreement([(True, True), (False, False)]).kappa == pytest.approx(1.0)
     assert agreement([(True, False), (False, True)]).kappa == pytest.approx(-1.0)
     assert agreement([(False, False)] * 3).kappa is None  # one verdict for all: undefined
+
+
+def test_the_api_gives_scorer_settings_to_the_scorer() -> None:
+    from mars_eval.api import _eval_config
+
+    cfg = _eval_config(
+        None, "arith", None, None, {"scorer": "judge", "judge_max_tokens": 16, "rounds": None}, False
+    )
+    assert cfg.scorer == "judge" and cfg.scorer_options == {"judge_max_tokens": 16}
+    with pytest.raises(ConfigError, match="--judge-verdict"):
+        _eval_config(None, "arith", None, None, {"scorer": "judge", "judge_verdict": "x"}, False)
+    with pytest.raises(ConfigError, match="unknown --scorer"):
+        _eval_config(None, "arith", None, None, {"scorer": "nope"}, False)
