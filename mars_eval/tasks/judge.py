@@ -95,8 +95,8 @@ class JudgeScorer(Scorer):
         Setting("judge_temperature", float, 0.0, "the judge's sampling temperature", low=0),
         Setting("judge_thinking", bool, False, "the judge's thinking mode (Qwen3 enable_thinking)"),
         Setting(
-            "judge_verdict", str, "ours", "how the verdict is read: ours (first word or [Correct]) or "
-            "maslab (the whole reply is the word)", choices=VERDICT_READERS,
+            "judge_verdict", str, "ours", "how the verdict is read: ours (its first word, else the "
+            "last bracketed one) or maslab (the whole reply is the word)", choices=VERDICT_READERS,
         ),
     )  # fmt: skip
 
