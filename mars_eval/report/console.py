@@ -85,6 +85,15 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
         table.add_row("prompt pack", setting)
     if summary.get("sampling_preset"):
         table.add_row("sampling preset", shown(summary["sampling_preset"]))
+    scorer = summary.get("scorer")
+    if isinstance(scorer, dict):  # a scorer other than the task's own (tasks.scorers)
+        judge = scorer.get("judge") if isinstance(scorer.get("judge"), dict) else {}
+        said = f"{scorer.get('name')}" + (f" ({judge.get('model')})" if judge.get("model") else "")
+        if "judge_calls_sent" in summary:
+            said += f", {summary['judge_calls_sent']} judge calls sent"
+        table.add_row("scorer", shown(said))
+    if summary.get("rescored_from"):
+        table.add_row("rescored from", shown(summary["rescored_from"]))
     console.print(table)
     if errors:
         kinds = kinds_text(summary.get("error_kinds") or {})

@@ -95,6 +95,14 @@ def _default_match_system() -> str:
     return default_match_system()
 
 
+def _scorer_help() -> str:
+    """`--scorer`'s help: the registered scorers (tasks.scorers), never a copy that can drift."""
+    from mars_eval.tasks.scorers import scorer_class, scorer_names
+
+    listed = "; ".join(f"{n} ({scorer_class(n).summary})" for n in scorer_names())
+    return f"How samples are scored: {listed}; or FILE.py:CLASS (docs/scoring.md)"
+
+
 def _task_prompts() -> tuple[str, ...]:
     from mars_eval.tasks.prompting import TASK_PROMPTS
 
@@ -231,6 +239,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "AutoGen chats, recorded as errors not scored; accuracy shown with them wrong and dropped)",
         choices=ERROR_ACCOUNTING,
         identity=True,
+    ),  # fmt: skip
+    RunOption(
+        "scorer",
+        str,
+        "task",
+        _scorer_help(),
+        identity=True,  # with its settings (run.config), only when it is not `task`
     ),  # fmt: skip
     RunOption(
         "match_system",
