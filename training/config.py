@@ -150,7 +150,7 @@ class TrainConfig:
     curve_opponents: str = ""  # as `mars-eval games --opponents`; "": each game's fixed opponents
     curve_episodes: int = 50  # per game, opponent and seat
     # "system:task" entries, or (TOML) tables [[mas_eval]] system, task, data_files, limit,
-    # samples, max_tokens, seed, options
+    # samples, max_tokens, seed, options, task_options
     mas_eval: tuple[Any, ...] = ()
     mas_eval_limit: int = 0  # problems of each "system:task" entry (0: all)
     # --- tiny model built from scratch (model == TINY_MODEL) ---
@@ -317,7 +317,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         games=("tic_tac_toe",),
         prompt_style="compact",
         enable_thinking=False,
-        rollout_batch=16,
+        # 6 self-play episodes a step: about 37 s of CPU, so <= 30 s on 2 idle cores
+        # (results/benchmarks.md, "smol"; 16 took 48.5 s of CPU)
+        rollout_batch=12,
         batch_composition="fixed",
         mix_fraction=0.0,  # self-play (reference)
         steps=60,

@@ -16,7 +16,8 @@ from mars_eval.paths import check_path
 
 def _mas_items(values: list[str] | None) -> list[Any] | None:
     """--mas values: SYSTEM:TASK entries (comma-separated or repeated) or a TOML file whose
-    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options)."""
+    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options,
+    task_options)."""
     if not values:
         return None
     items: list[Any] = []
