@@ -102,3 +102,20 @@ def test_a_template_it_cannot_handle_is_one_line(tok) -> None:
     )
     with pytest.raises(ConfigError, match="chat_system_prompt=none"):
         apply_chat_system_prompt(tok, "none")
+
+
+def test_warm_start_and_rollout_prompts_leave_it_out_alike(tok) -> None:
+    """The warm start's prompts are the rollout's, both without the default turn once set."""
+    from training.rollout import render_prompt, seat_messages
+    from training.warm_start import positions
+
+    tok.chat_template = SMOL
+    default_ids = tok(SMOL_DEFAULT, add_special_tokens=False)["input_ids"]
+    before = positions(("tic_tac_toe",), 4, 0, tok, style="compact", thinking=False, pack=None)
+    assert all(p.prompt_ids[: len(default_ids)] == default_ids for p in before)
+    assert apply_chat_system_prompt(tok, "none")
+    after = positions(("tic_tac_toe",), 4, 0, tok, style="compact", thinking=False, pack=None)
+    for old, new in zip(before, after, strict=True):
+        assert new.prompt_ids == old.prompt_ids[len(default_ids) :]
+        messages = seat_messages("compact", new.episode, new.seat, [], {}, None)
+        assert new.prompt_ids == render_prompt(tok, messages, "compact", False)
