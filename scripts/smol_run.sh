@@ -20,7 +20,7 @@
 # (torch threads, default: the CPU count). Wall and CPU time of each stage go to WORK/times.txt.
 set -euo pipefail
 
-WORK=${1:?usage: scripts/smol_run.sh WORK [key=value ...]}
+WORK=$(realpath -m "${1:?usage: scripts/smol_run.sh WORK [key=value ...]}")
 shift
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -61,8 +61,9 @@ play() {  # play LABEL ARGS...: one mars-eval games run, its folder under WORK/g
   stage "games-$label" "$PY" -m mars_eval.cli games --games tic_tac_toe --opponents random \
     --episodes "$EPISODES" --seed 0 --output "$GAMES/$label" "$@"
 }
-play initial --model "$TRAIN/checkpoints/initial"
-play final --model "$TRAIN/checkpoints/final"
+# fp32 as training computed (--dtype auto may pick bf16 on a CPU with bf16 flags)
+play initial --model "$TRAIN/checkpoints/initial" --dtype float32
+play final --model "$TRAIN/checkpoints/final" --dtype float32
 play random --agent random
 
 stage report-curve "$PY" -m mars_eval.cli report "$TRAIN" --out "$WORK/curve.html"

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "```",
         "mars-eval games --games tic_tac_toe --opponents random --episodes "
-        f"{final['episodes']} --seed 0 --model WORK/train/checkpoints/final",
+        f"{final['episodes']} --seed 0 --dtype float32 --model WORK/train/checkpoints/final",
         "```",
         "",
     ]
