@@ -16,6 +16,12 @@ the identical round-1 prompt of a debate's agents is computed once per agent. He
   tail (masked, its softmax weight is exactly 0); the projections and MLP, most of a step's
   work, run on the live rows' new tokens alone. When a row leaves, the last live row moves
   into its place so the live rows stay 0..n-1.
+- Memory is a budget, not the batch size: the slab holds at most `kv_budget_tokens` (rows x
+  time). A call joins only while every live row, the joiner included, keeps room for
+  min(its room left, RESERVE) more tokens; should the longest row still outgrow the budget, the
+  row admitted last is preempted: it leaves the slab, waits first in line and, when it joins
+  again, its prompt and the tokens it had are prefilled anew (recompute, as vLLM preempts), its
+  sampler and generator kept, so its reply goes on as before.
 - A prefix cache: a prompt's KV is kept per whole block of `PREFIX_BLOCK` tokens, looked up by
   a chained hash of the blocks (and checked token by token), so a prompt that starts with a
   cached prefix copies that KV and prefills only the rest. Bounded in tokens, least recently
@@ -69,6 +75,22 @@ def supported(lm: Any) -> str | None:
     return None
 
 
+def kv_bytes_per_token(lm: Any) -> int | None:
+    """Bytes of KV one token takes across all layers (keys and values), from the model's config
+    and dtype; None when the config does not say (the budget then cannot be applied)."""
+    config = lm.config
+    layers = getattr(config, "num_hidden_layers", None)
+    heads = getattr(config, "num_attention_heads", None)
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or (
+        config.hidden_size // heads if heads and getattr(config, "hidden_size", None) else None
+    )
+    if not (isinstance(layers, int) and isinstance(kv_heads, int) and isinstance(head_dim, int)):
+        return None
+    element = next(lm.parameters()).element_size()
+    return 2 * layers * kv_heads * head_dim * element
+
+
 def _cache_keyword(lm: Any) -> str:
     # transformers 5.x renamed past_key_values to cache (the old name still works, with a warning)
     return "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
@@ -103,9 +125,10 @@ class _SlabCache:
         [0, span)."""
         self._write = ("prefill", first, starts, counts, width, span)
 
-    def ensure(self, rows: int, time: int) -> None:
+    def ensure(self, rows: int, time: int, capacity: int | None = None) -> None:
         """Hold `rows` rows of `time` tokens: each axis grows by doubling (rows up to the most
-        live rows, time up to the model's positions), so memory follows what is live."""
+        live rows, time up to the model's positions) but never past `capacity` tokens (rows x
+        time) beyond what is asked, so memory follows what is live."""
         if not self.keys:  # the first forward makes the slab (it learns the KV shape there)
             self._want = (max(self._want[0], rows), max(self._want[1], time))
             return
@@ -115,12 +138,19 @@ class _SlabCache:
         if rows > self.rows_now:
             new_rows = min(max(rows, 2 * self.rows_now), self.rows_cap)
         new_time = self.time_cap if time <= self.time_cap else max(time, self._double(self.time_cap))
+        if capacity:  # doubling stops at the budget: rows made for an earlier round shrink
+            new_time = max(time, min(new_time, capacity // max(rows, 1)))
+            new_rows = max(rows, min(new_rows, capacity // new_time))
+        keep_rows, keep_time = min(self.rows_now, new_rows), min(self.time_cap, new_time)
         for store in (self.keys, self.values):
             for i, old in enumerate(store):
                 grown = old.new_zeros((new_rows, old.shape[1], new_time, old.shape[3]))
-                grown[: old.shape[0], :, : self.time_cap] = old
+                grown[:keep_rows, :, :keep_time] = old[:keep_rows, :, :keep_time]
                 store[i] = grown
         self.rows_now, self.time_cap = new_rows, new_time
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for store in (self.keys, self.values) for t in store)
 
     def release(self) -> None:
         """Free the slab (no live rows): the next forward makes a new one."""
@@ -258,9 +288,16 @@ class Sequence:
     generated: list[int] = field(default_factory=list)
     length: int = 0  # tokens in this row's KV
     generator: Any = None
+    order: int = 0  # when it was first admitted: the last admitted is preempted first
+
+    def kv_tokens(self) -> list[int]:
+        """What this row's KV holds once prefilled: the prompt, and after a preemption also
+        the tokens it had generated but the last (the next step's input)."""
+        return self.prompt + self.generated[:-1] if self.generated else self.prompt
 
 
 PREFILL_PADDING = 0.25  # most share of a prefill forward's tokens that may be padding
+RESERVE = 256  # tokens of growth a joiner must leave every live row (or its room left, if less)
 
 
 def _by_length(group: list[tuple]) -> list[list[tuple]]:
@@ -269,7 +306,7 @@ def _by_length(group: list[tuple]) -> list[list[tuple]]:
     to a much longer one."""
 
     def count(item: tuple) -> int:
-        return len(item[0].prompt) - item[3]
+        return len(item[0].kv_tokens()) - item[3]
 
     parts: list[list[tuple]] = []
     for item in sorted(group, key=count, reverse=True):
@@ -297,6 +334,9 @@ class LoopStats:
     prefix_hit_tokens: int = 0  # of which copied from the prefix cache, not computed
     prefill_padding: int = 0  # padding tokens computed in prefills (joiners of unequal length)
     max_rows: int = 0  # most rows live in one step
+    preemptions: int = 0  # rows sent back to wait because the slab outgrew its budget
+    recomputed_tokens: int = 0  # tokens prefilled again for preempted rows
+    max_kv_bytes: int = 0  # the slab's largest size
 
     def as_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -313,7 +353,16 @@ class DecodeLoop:
     decode forward over all live rows. A sequence leaves (its `done` called) the moment it has
     an end token or its room is used up."""
 
-    def __init__(self, lm: Any, eos_ids: set[int], *, max_rows: int, limit: int | None, prefix_tokens: int):
+    def __init__(
+        self,
+        lm: Any,
+        eos_ids: set[int],
+        *,
+        max_rows: int,
+        limit: int | None,
+        prefix_tokens: int,
+        kv_budget_tokens: int | None = None,
+    ):
         import torch
 
         self.torch = torch
@@ -321,15 +370,18 @@ class DecodeLoop:
         self.eos_ids = eos_ids
         self.max_rows = max_rows
         self.limit = limit
+        self.kv_budget_tokens = kv_budget_tokens  # rows x time the slab may hold (None: unbounded)
         self.device = next(lm.parameters()).device
         self.cache_kw = _cache_keyword(lm)
         self.slab = _SlabCache(max_rows, limit, torch.arange(max_rows, device=self.device))
         self.prefix = PrefixCache(prefix_tokens)
         self.live: list[Sequence] = []
+        self.waiting: list[Sequence] = []  # admitted calls that wait for room (preempted ones first)
         self.stats = LoopStats()
+        self._admitted = 0
 
     def has_room(self) -> bool:
-        return len(self.live) < self.max_rows
+        return len(self.live) + len(self.waiting) < self.max_rows
 
     def _forward(self, input_ids: Any, position_ids: Any, mask: Any) -> Any:
         out = self.lm(
@@ -351,22 +403,51 @@ class DecodeLoop:
     def admit(self, seq: Sequence) -> None:
         self.admit_many([seq])
 
-    def admit_many(self, seqs: list[Sequence]) -> None:
-        """Prefill `seqs` into the next free rows (each prompt's prefix from the cache where it
-        can) and sample their first tokens.
+    def _need(self, seq: Sequence, extra: int = 0) -> int:
+        """Slab time `seq` needs now plus the growth it is promised (`extra`: up to RESERVE)."""
+        n = len(seq.kv_tokens()) + 1
+        grow = min(seq.room - len(seq.generated), RESERVE) if extra else 0
+        need = n + max(grow, 0)
+        return min(need, self.limit) if self.limit else need
 
-        Prompts are prefilled together, left-padded to the longest uncached part: one forward
-        reads the weights once for all of them (on a CPU a forward over a few rows costs about
-        what one row does). A prompt that shares most of its uncached part with one already in
-        this forward (a debate's agents, one prompt) waits for the next forward, which finds
-        that part in the prefix cache."""
-        waiting = list(seqs)
-        while waiting:
+    def _fits(self, rows: list[Sequence]) -> bool:
+        """Whether `rows` (live and joining) fit the budget, each with its promised growth."""
+        if self.kv_budget_tokens is None or len(rows) <= 1:
+            return True
+        return len(rows) * max(self._need(s, RESERVE) for s in rows) <= self.kv_budget_tokens
+
+    def admit_many(self, seqs: list[Sequence]) -> None:
+        """Queue `seqs`, then prefill the waiting calls that fit into the next free rows (each
+        prompt's prefix from the cache where it can) and sample their first tokens.
+
+        A call joins while the rows are fewer than `max_rows` and the KV budget keeps every
+        row's promised growth (`_fits`); the others wait, in order. Prompts are prefilled
+        together, left-padded to the longest uncached part: one forward reads the weights once
+        for all of them (on a CPU a forward over a few rows costs about what one row does). A
+        prompt that shares most of its uncached part with one already in this forward (a
+        debate's agents, one prompt) waits for the next forward, which finds that part in the
+        prefix cache."""
+        for seq in seqs:
+            seq.order = self._admitted
+            self._admitted += 1
+        self.waiting.extend(seqs)
+        joining: list[Sequence] = []
+        while self.waiting and len(self.live) + len(joining) < self.max_rows:
+            seq = self.waiting[0]
+            if seq.cancelled():
+                self.waiting.pop(0)
+                seq.done(seq.generated, "cancelled")
+                continue
+            if (self.live or joining) and not self._fits(self.live + joining + [seq]):
+                break
+            joining.append(self.waiting.pop(0))
+        while joining:
             group, later, seen = [], [], set()
-            for seq in waiting:
-                n = len(seq.prompt)
-                hashes = self.prefix.block_hashes(seq.prompt[: n - 1])  # the last token always runs
-                kv, start = self.prefix.lookup(seq.prompt, hashes)
+            for seq in joining:
+                tokens = seq.kv_tokens()
+                n = len(tokens)
+                hashes = self.prefix.block_hashes(tokens[: n - 1])  # the last token always runs
+                kv, start = self.prefix.lookup(tokens, hashes)
                 shared = max((j + 1 for j, h in enumerate(hashes) if h in seen), default=0) * PREFIX_BLOCK
                 if group and 2 * (shared - start) >= n - start:
                     later.append(seq)
@@ -375,27 +456,29 @@ class DecodeLoop:
                 seen.update(hashes)
             for part in _by_length(group):
                 self._prefill(part)
-            waiting = later
+            joining = later
 
     def _prefill(self, group: list[tuple[Sequence, list[int], Any, int]]) -> None:
-        """One forward over `group`'s uncached prompt parts, left-padded to the longest."""
+        """One forward over `group`'s uncached parts, left-padded to the longest. A fresh row
+        samples its first token from it; a preempted one only gets its KV back."""
         torch = self.torch
         first = len(self.live)
         k = len(group)
-        counts = [len(seq.prompt) - start for seq, _, _, start in group]
-        width, span = max(counts), max(len(seq.prompt) for seq, _, _, _ in group)
-        self.slab.ensure(first + k, span + 1)
+        tokens = [seq.kv_tokens() for seq, _, _, _ in group]
+        counts = [len(t) - start for t, (_, _, _, start) in zip(tokens, group, strict=True)]
+        width, span = max(counts), max(len(t) for t in tokens)
+        self.slab.ensure(first + k, span + 1, self.kv_budget_tokens)
         ids = torch.zeros((k, width), dtype=torch.long)
         positions = torch.zeros((k, width), dtype=torch.long)  # padding: position 0, sees key 0
         for i, (seq, _, kv, start) in enumerate(group):
-            n = len(seq.prompt)
+            n = len(tokens[i])
             seq.length = n
             sampled = seq.processors is not None and not getattr(seq.processors, "greedy", False)
-            if seq.seed is not None and sampled:
+            if seq.seed is not None and sampled and seq.generator is None:
                 seq.generator = torch.Generator(device=self.device).manual_seed(seq.seed)
             if kv is not None:
                 self.slab.copy_in(first + i, kv, start)
-            ids[i, width - counts[i] :] = torch.tensor(seq.prompt[start:])
+            ids[i, width - counts[i] :] = torch.tensor(tokens[i][start:])
             positions[i, width - counts[i] :] = torch.arange(start, n)
         ids, positions = ids.to(self.device), positions.to(self.device)
         starts = [start for _, _, _, start in group]
@@ -403,25 +486,44 @@ class DecodeLoop:
         allowed = torch.arange(span, device=self.device)[None, None, :] <= positions[:, :, None]  # causal
         logits = self._forward(ids, positions, self._mask(allowed[:, None]))
         st = self.stats
-        st.prefills += k
         st.prefill_forwards += 1
         st.prefill_padding += k * width - sum(counts)
-        st.prompt_tokens += sum(len(seq.prompt) for seq, _, _, _ in group)
-        st.prefix_hit_tokens += sum(starts)
-        for i, (seq, hashes, _, _) in enumerate(group):
-            self.prefix.add(seq.prompt, hashes, lambda m, row=first + i: self.slab.copy_out(row, m))
+        st.max_kv_bytes = max(st.max_kv_bytes, self.slab.nbytes())
+        fresh = []
+        for i, (seq, hashes, _, start) in enumerate(group):
+            if seq.generated:  # preempted: its reply goes on from the next step
+                st.recomputed_tokens += counts[i]
+            else:
+                st.prefills += 1
+                st.prompt_tokens += len(seq.prompt)
+                st.prefix_hit_tokens += start
+                self.prefix.add(seq.prompt, hashes, lambda m, row=first + i: self.slab.copy_out(row, m))
+                fresh.append(i)
             self.live.append(seq)
-        self._take([seq for seq, _, _, _ in group], logits)
+        if fresh:
+            self._take([group[i][0] for i in fresh], logits[fresh])
+
+    def _preempt_to_fit(self) -> None:
+        """While the live rows outgrow the budget, the last admitted waits first in line."""
+        budget = self.kv_budget_tokens
+        while budget is not None and len(self.live) > 1:
+            if len(self.live) * (max(s.length for s in self.live) + 1) <= budget:
+                return
+            victim = max(self.live, key=lambda s: s.order)
+            self._remove(victim)
+            self.waiting.insert(0, victim)
+            self.stats.preemptions += 1
 
     def step(self) -> None:
         """One decode forward: each live row's last token at its own position."""
         torch = self.torch
+        self._preempt_to_fit()
         if not self.live:
             return
         rows = self.live
         lengths = torch.tensor([s.length for s in rows], device=self.device)
         span = int(lengths.max()) + 1
-        self.slab.ensure(len(rows), span)
+        self.slab.ensure(len(rows), span, self.kv_budget_tokens)
         self.slab.for_decode(lengths, span)
         ids = torch.tensor([[s.generated[-1]] for s in rows], device=self.device)
         allowed = torch.arange(span, device=self.device).unsqueeze(0) <= lengths.unsqueeze(1)
@@ -432,6 +534,7 @@ class DecodeLoop:
         st.attended += len(rows) * span
         st.attended_live += int(lengths.sum()) + len(rows)
         st.max_rows = max(st.max_rows, len(rows))
+        st.max_kv_bytes = max(st.max_kv_bytes, self.slab.nbytes())
         for s in rows:
             s.length += 1
         self._take(list(rows), logits)
@@ -489,6 +592,10 @@ class DecodeLoop:
         return [int(t) for t in out]
 
     def _leave(self, seq: Sequence, tokens: list[int], finish: str) -> None:
+        self._remove(seq)
+        seq.done(tokens, finish)
+
+    def _remove(self, seq: Sequence) -> None:
         row = self.live.index(seq)
         last = len(self.live) - 1
         if row != last:  # the last live row takes the free one: live rows stay 0..n-1
@@ -496,11 +603,11 @@ class DecodeLoop:
             self.slab.move_row(last, row, moved.length)
             self.live[row] = moved
         self.live.pop()
-        seq.done(tokens, finish)
 
     def fail_all(self) -> list[Sequence]:
-        """Drop every live row (after a failed forward); the caller fails their requests."""
-        dropped, self.live = self.live, []
+        """Drop every live and waiting row (after a failed forward); the caller fails their
+        requests."""
+        dropped, self.live, self.waiting = self.live + self.waiting, [], []
         return dropped
 
 

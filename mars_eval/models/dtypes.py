@@ -1,14 +1,14 @@
 """The dtype an in-process engine computes in: `--dtype auto|float32|bfloat16`, resolved here.
 
-auto is bfloat16 on a CUDA GPU that supports it and float32 on every CPU for now; bf16 on a CPU
-pays only where its flags claim AMX or AVX-512 bf16 *and* a bf16 matmul measures at least
-BF16_GAIN times the fp32 one (`cpu_bf16_is_faster`, about 0.1 s: flags are not speed), and there
-`--dtype bfloat16` chooses it. Measured on this project's machines: on an AVX2 + FMA CPU without AVX-512
-bf16 `generate` on SmolLM2-135M ran 4-8x slower than fp32 (torch emulates bf16 matmuls); on one
-with AVX-512 bf16, 1.45x faster (82 vs 57 tokens per CPU-second at batch 8, one thread). The
-dtype a run computed in is written to its summary (`dtype`); its folder's identity holds the
-dtype only when given explicitly, so an auto run resumed on other hardware may continue in the
-other dtype (the summary says which).
+auto is bfloat16 on a CUDA GPU that supports it, and on a CPU only where its flags claim AMX or
+AVX-512 bf16 *and* a bf16 matmul measures at least BF16_GAIN times the fp32 one
+(`cpu_bf16_is_faster`, about 0.1 s: flags are not speed); float32 on any other CPU.
+Measured on this project's machines: on an AVX2 + FMA CPU without AVX-512 bf16, `generate` on
+SmolLM2-135M ran 4-8x slower than fp32 (torch emulates bf16 matmuls); on one with AVX-512 bf16,
+1.45x faster (82 vs 57 tokens per CPU-second at batch 8, one thread). The dtype a run computed
+in is written to its summary (`dtype`); its folder's identity holds the dtype only when given
+explicitly, so an auto run resumed on other hardware may continue in the other dtype (the
+summary says which).
 """
 
 from __future__ import annotations
@@ -65,10 +65,7 @@ def resolve_dtype(requested: str, device: str) -> str:
     if requested != "auto":
         return requested
     if device == "cpu":
-        # float32 on every CPU for now, even where `cpu_bf16_is_faster()`: a bf16 run of a
-        # checkpoint trained in fp32 failed in the decode loop (float != BFloat16); give
-        # --dtype bfloat16 to choose it
-        return "float32"
+        return "bfloat16" if cpu_bf16_is_faster() else "float32"
     import torch
 
     if device.startswith("cuda") and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():

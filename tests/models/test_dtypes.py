@@ -33,8 +33,10 @@ def test_auto_on_a_cpu_goes_by_flags_and_measurement(fresh_probe, monkeypatch) -
     assert dtypes.resolve_dtype("auto", "cpu") == "float32"  # no bf16 instructions: emulated, slow
     dtypes.cpu_bf16_is_faster.cache_clear()
     monkeypatch.setattr(dtypes, "cpu_has_native_bf16", lambda: True)
-    assert isinstance(dtypes.cpu_bf16_is_faster(), bool)  # this machine's own measurement
-    assert dtypes.resolve_dtype("auto", "cpu") == "float32"  # auto stays fp32 on a CPU for now
+    measured = dtypes.cpu_bf16_is_faster()  # this machine's own measurement
+    assert dtypes.resolve_dtype("auto", "cpu") == ("bfloat16" if measured else "float32")
+    monkeypatch.setattr(dtypes, "cpu_bf16_is_faster", lambda: False)  # flags claim it, speed does not
+    assert dtypes.resolve_dtype("auto", "cpu") == "float32"
 
 
 def test_flags_are_read_from_cpuinfo(fresh_probe, tmp_path, monkeypatch) -> None:

@@ -387,12 +387,10 @@ def test_calls_beyond_max_batch_wait_for_a_free_row(tiny_model):
 
 
 def test_joiners_are_prefilled_in_forwards_of_similar_length():
-    from types import SimpleNamespace
-
-    from mars_eval.models.decode_loop import PREFILL_PADDING, _by_length
+    from mars_eval.models.decode_loop import PREFILL_PADDING, Sequence, _by_length
 
     items = [
-        (SimpleNamespace(prompt=[0] * n), [], None, start)
+        (Sequence(prompt=[0] * n, room=1, key=(), processors=None, seed=None, done=print), [], None, start)
         for n, start in [(40, 0), (100, 0), (96, 16), (9, 0)]
     ]
     parts = _by_length(items)
