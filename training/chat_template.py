@@ -69,6 +69,10 @@ def default_system_turn(tok: Any) -> str:
 def without_default_system(tok: Any) -> str | None:
     """The chat template less its default system turn (module docstring); None when it adds none."""
     original = tok.chat_template
+    if not isinstance(original, str):
+        raise ConfigError(
+            "chat_system_prompt=none needs a tokenizer with one chat template (this one has several)"
+        )
     lead, turn, c = _parts(tok)
     if not turn:
         return None

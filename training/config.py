@@ -317,8 +317,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         games=("tic_tac_toe",),
         prompt_style="compact",
         enable_thinking=False,
-        # 6 self-play episodes a step: about 37 s of CPU, so <= 30 s on 2 idle cores
-        # (results/benchmarks.md, "smol"; 16 took 48.5 s of CPU)
+        # 6 self-play episodes a step: 37 s of CPU, estimated 20-25 s on 2 idle cores, within
+        # issue 40's 30 s (results/benchmarks.md, "smol"; 16 took 48.6 s of CPU)
         rollout_batch=12,
         batch_composition="fixed",
         mix_fraction=0.0,  # self-play (reference)
