@@ -15,8 +15,8 @@ from mars_eval.paths import check_path, shown_path
 
 def _mas_items(values: list[str] | None) -> list[Any] | None:
     """--mas values: SYSTEM:TASK entries (comma-separated or repeated) or a TOML file whose
-    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options),
-    each checked here (`run.curve.parse_mas`), naming the file."""
+    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options,
+    task_options), each checked here (`run.curve.parse_mas`), naming the file."""
     from mars_eval.run.curve import parse_mas
     from mars_eval.run.curve_checks import read_toml
 

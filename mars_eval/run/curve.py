@@ -14,7 +14,8 @@ curve again (`mars-eval curve`, or a resumed training run) re-sends no finished 
 What is evaluated (`CurveSpec`) is in the training run's run_config.json (`curve_games`,
 `curve_opponents`, `curve_episodes`, `mas_eval`, `mas_eval_limit`); `mars-eval curve` can
 override it. A MAS evaluation is "system:task" or a table with `system`, `task` and optionally
-`data_files`, `limit`, `samples`, `max_tokens`, `seed` and the system's options (`options`).
+`data_files`, `limit`, `samples`, `max_tokens`, `seed`, the system's options (`options`) and
+the task's settings (`task_options`, e.g. `{ arith_steps = 1 }` for `--arith-steps 1`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,17 @@ EVALS = "evals"  # TRAIN_RUN_DIR/evals/step-NNNNNN/
 RUN_CONFIG = "run_config.json"  # written by mars-train: the resolved settings of the run
 _STEP_DIR = re.compile(r"step-(\d+)$")
 _STEP = Setting("step", int, 0, "The training step a final checkpoint was saved at", low=0)
-_MAS_KEYS = ("system", "task", "data_files", "limit", "samples", "max_tokens", "seed", "options")
+_MAS_KEYS = (
+    "system",
+    "task",
+    "data_files",
+    "limit",
+    "samples",
+    "max_tokens",
+    "seed",
+    "options",
+    "task_options",
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,9 @@ class MasEval:
     max_tokens: int | None = None  # None: the checkpoint's eval max_tokens
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)  # the system's options (rounds=...)
+    # the task's declared settings, as `mars-eval mas` flags give them ({"arith_steps": 1}:
+    # --arith-steps 1)
+    task_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -106,6 +120,7 @@ def parse_mas(items: Any, default_limit: int | None = None, where: str = "") -> 
                 max_tokens=checks.checked("max_tokens", item.get("max_tokens"), f"{key}.max_tokens"),
                 seed=checks.checked("seed", item.get("seed", 0), f"{key}.seed"),
                 options=checks.options(item.get("options"), f"{key}.options"),
+                task_options=checks.options(item.get("task_options"), f"{key}.task_options"),
             )
         )
     return tuple(out)
@@ -231,6 +246,7 @@ def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto", dtype
         params=params,
         output=str(output),
         system_options=dict(m.options),
+        task_options=dict(m.task_options) or None,
         engine=engine,
         dtype=dtype,
         prompts=meta.get("prompts"),
@@ -256,7 +272,9 @@ def check_spec(spec: CurveSpec, ckpts: list[Path]) -> None:
     out = Path("/nonexistent-curve-check")  # only built, never written
     for ckpt in ckpts:
         for m in spec.mas:
-            mas_config(m, ckpt, out)
+            cfg = mas_config(m, ckpt, out)
+            if m.task_options:  # a setting the task does not declare, or out of its range: one line
+                cfg.make_task()
         if spec.games:
             games_config(spec, ckpt, out)
 

@@ -75,11 +75,11 @@ def text(value: Any, where: str, *, path: bool = False) -> str | None:
 
 
 def options(value: Any, where: str) -> dict[str, Any]:
-    """A MAS entry's system options: a table (None: none)."""
+    """A MAS entry's system or task options: a table (None: none)."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ConfigError(f"{where} must be a table of the system's options, got {_shown(value)}")
+        raise ConfigError(f"{where} must be a table of options, got {_shown(value)}")
     return dict(value)
 
 
