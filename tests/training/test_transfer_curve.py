@@ -155,7 +155,7 @@ def test_mas_eval_task_options_reach_the_task(tmp_path):
     for bad, needle in (({"arith_steps": 7}, "arith-steps"), ({"nope": 1}, "nope")):
         spec = CurveSpec(mas=parse_mas([{"system": "single", "task": "arith", "task_options": bad}]))
         with pytest.raises(ConfigError, match=needle):
-            check_spec(spec, tmp_path)
+            check_spec(spec, [tmp_path])
 
 
 def test_curve_checkpoints_survive_pruning(tmp_path):
