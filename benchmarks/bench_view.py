@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from mars_eval.report.view_server import CATALOG, make_app  # noqa: E402
-from mars_eval.run.store import _line  # noqa: E402
+from mars_eval.run.sample_log import sample_line as _line  # noqa: E402
 
 WORDS = ("alpha", "beta", "gamma", "delta", "<b>x</b>", "so", "the", "answer", "is")
 
@@ -178,6 +178,28 @@ async def memory(root: Path, big_id: str) -> int:
         tracemalloc.stop()
 
 
+def row_bytes(root: Path, big_id: str) -> tuple[float, int]:
+    """(mean, largest) bytes the viewer keeps per sample of the big run: its row dict, the
+    row's keys and values (strings counted once each), measured with sys.getsizeof."""
+    from mars_eval.report.view_data import Catalog
+
+    catalog = Catalog([str(root / "runs")], budget_s=0)
+    catalog.refresh(force=True)
+    run = catalog.get(big_id)
+    assert run is not None
+    catalog.load(run)
+    sizes = []
+    for row in run.rows:
+        seen: set[int] = set()
+        total = sys.getsizeof(row)
+        for item in (*row.keys(), *row.values()):
+            if id(item) not in seen:
+                seen.add(id(item))
+                total += sys.getsizeof(item)
+        sizes.append(total)
+    return sum(sizes) / len(sizes), max(sizes)
+
+
 def browser_times(root: Path, big_id: str) -> dict[str, float]:
     from urllib.parse import quote
 
@@ -217,6 +239,7 @@ def main() -> None:
         written = time.perf_counter() - t0
         figures, unread = asyncio.run(measure(root, "runs/big", root / "runs" / "cell-000"))
         peak = asyncio.run(memory(root, "runs/big"))
+        per_row, largest_row = row_bytes(root, "runs/big")
         shown = browser_times(root, "runs/big") if args.browser else {}
     load = os.getloadavg()
     print(
@@ -231,6 +254,7 @@ def main() -> None:
     print(
         f"peak Python allocations: {peak / 1e6:.1f} MB (the big run's samples.jsonl: {big_size / 1e6:.1f} MB)"
     )
+    print(f"kept per sample row: {per_row:.0f} bytes on average, {largest_row} at most")
     for name, ms in shown.items():
         print(f"{name:48} {ms:8.1f}")
     argv = " ".join(sys.argv[1:])
@@ -243,6 +267,8 @@ def main() -> None:
                 "unread_at_first_list": unread,
                 "peak_mb": round(peak / 1e6, 1),
                 "big_mb": round(big_size / 1e6, 1),
+                "row_bytes_mean": round(per_row),
+                "row_bytes_max": largest_row,
                 **shown,
             }
         )

@@ -10,7 +10,8 @@ store), so the CLI's report, compare and export read them too.
 
 Keyword options go where they belong: the shared run options (run.options: limit, samples,
 seed, output, the sampling settings, thinking, ...) where `mas`'s flags of the same names go,
-checked by the same declarations, any other name to the system's declared options
+checked by the same declarations, a scorer's settings (judge_model=..., and scorer_options={...}
+for a scorer file's) to the scorer (docs/scoring.md), any other name to the system's declared options
 (`mars-eval list`). A bad value raises ConfigError with the CLI's one-line message before any
 folder is made. Both functions work from a notebook, whose event loop is
 already running (the run then goes on its own loop in a worker thread); `evaluate_async` and
@@ -157,6 +158,12 @@ def _eval_config(
     for name, (_task, setting) in task_settings().items():  # --arith-steps and the like
         if name in options and (value := setting.check(options.pop(name), from_text=False)) is not None:
             task_options[name] = value
+    from mars_eval.tasks.scorers import make_scorer, scorer_settings
+
+    declared = scorer_settings()  # judge_model=... and the like: the scorer's, not the system's
+    scoring = {k: options.pop(k) for k in list(options) if k in declared}
+    scoring.update(options.pop("scorer_options", None) or {})  # a scorer file's settings
+    make_scorer(values["scorer"], scoring)  # an unknown scorer, a bad setting: one line
     given = {"system_options": options}
     validate.check_model_and_output(urls, None if served else model, values["output"])
     validate.check_task_paths(task, data_files)
@@ -173,6 +180,7 @@ def _eval_config(
         problem_ids=problem_ids,
         task_options=task_options or None,
         system_options=cli_options.system_options(given),
+        scorer_options=scoring,
         **config_fields(values),
     )
 

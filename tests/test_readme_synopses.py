@@ -69,7 +69,8 @@ def cli_options(name: str) -> tuple[dict[str, bool], set[str]]:
 
 
 @pytest.mark.parametrize(
-    "name", ["mas", "games", "compare", "plan", "suite", "report", "export", "serve", "curve", "view"]
+    "name",
+    ["mas", "games", "compare", "plan", "suite", "report", "export", "serve", "curve", "view", "rescore"],
 )
 def test_mars_eval_synopsis_matches_help(name):
     text = synopsis(f"mars-eval {name}")

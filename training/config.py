@@ -46,6 +46,10 @@ class TrainConfig:
     # (the imported `mars` pack, the reference environments' text, when there is one, else `ours`)
     prompts: str = "ours"
     enable_thinking: bool = True  # passed to the chat template (Qwen3: reason in <think> first)
+    # "template": the model's chat template as it is | "none": a system turn the template adds to
+    # a chat without one (SmolLM2's "You are a helpful AI assistant named SmolLM...") left out,
+    # in the warm start, the rollouts and every checkpoint's saved template (training/chat_template.py)
+    chat_system_prompt: str = "template"
     rollout_batch: int = 384  # learner trajectories per step (all games, all ranks)
     # "oversample" (reference): `rollout_envs` environments each play up to
     # ceil(rollout_batch / rollout_envs) episodes in turn, the first rollout_batch trajectories to
@@ -146,7 +150,7 @@ class TrainConfig:
     curve_opponents: str = ""  # as `mars-eval games --opponents`; "": each game's fixed opponents
     curve_episodes: int = 50  # per game, opponent and seat
     # "system:task" entries, or (TOML) tables [[mas_eval]] system, task, data_files, limit,
-    # samples, max_tokens, seed, options
+    # samples, max_tokens, seed, options, task_options
     mas_eval: tuple[Any, ...] = ()
     mas_eval_limit: int = 0  # problems of each "system:task" entry (0: all)
     # --- tiny model built from scratch (model == TINY_MODEL) ---
@@ -292,11 +296,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         warmstart_batch_size=64,
         live=True,
     ),
-    # A real pretrained model on 2 CPU cores (issue 32): SmolLM2-135M-Instruct, pulled with
-    # `mars-eval models pull smollm2-135m-instruct`, learning tic-tac-toe by self-play with a share
-    # of episodes against a random opponent, on the compact prompts (one short message a turn;
-    # no thinking: the model has none). Seconds per step and what a GPU run needs:
-    # docs/training.md "Transfer curve".
+    # A real pretrained model on 2 CPU cores (issues 32, 40): SmolLM2-135M-Instruct, pulled with
+    # `mars-eval models pull smollm2-135m-instruct`, learning tic-tac-toe by self-play with the
+    # reference's estimator (turn-level returns), normalization and invalid-move payoff, on the
+    # compact prompts (one short message a turn; no thinking: the model has none). Seconds per
+    # step and what a GPU run needs: docs/training.md "A real model on the CPU".
     "smol": dict(
         model="smollm2-135m-instruct",
         # format before reward (issue 40): at step 0 no reply is a well-formed legal move, so
@@ -306,16 +310,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         format_warmstart_lr=1e-4,
         engine_logprobs="generate",  # no second scoring pass (6.9 of 51.5 s a step)
         stop_at_answer=True,
+        chat_system_prompt="none",  # SmolLM2's template adds 20 tokens of its own to a 48-token prompt
         engine="transformers",
         dtype="float32",
         device="cpu",
         games=("tic_tac_toe",),
         prompt_style="compact",
         enable_thinking=False,
-        rollout_batch=16,
+        # 6 self-play episodes a step: 37 s of CPU, estimated 20-25 s on 2 idle cores, within
+        # issue 40's 30 s (results/benchmarks.md, "smol"; 16 took 48.6 s of CPU)
+        rollout_batch=12,
         batch_composition="fixed",
-        mix_opponent="random",
-        mix_fraction=0.5,
+        mix_fraction=0.0,  # self-play (reference)
         steps=60,
         lr=1e-5,
         lr_schedule="cosine",
@@ -327,10 +333,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         minibatches=2,
         micro_batch_size=8,
         loss_agg="turn",
-        normalization="return_mean",
+        advantage="turn",  # the reference's estimator, gamma 1 ...
+        normalization="reference",  # ... and its agent-specific normalization (training/advantages.py)
         kl_coef=0.05,
         kl_clamp=0.0,
-        forfeit="game",
+        forfeit="reference",  # an invalid move: the offender -1 - 10, the other player 0 (reference)
         forfeit_tokens=0,
         sequence_length=0,
         recompute_logprobs=False,  # the engine shares the policy: its scores are the same numbers
@@ -528,6 +535,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         "lr_schedule": ("cosine", "constant"),
         "batch_composition": ("oversample", "fixed"),
         "engine_logprobs": ("score", "generate"),
+        "chat_system_prompt": ("template", "none"),
     }
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:

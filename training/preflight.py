@@ -33,6 +33,21 @@ def check_model_source(model: str) -> None:
         raise ConfigError(f"cannot load model {model!r}: {str(exc).splitlines()[0][:200]}") from None
 
 
+def check_chat_template(cfg: TrainConfig) -> None:
+    """chat_system_prompt=none on a local model folder: its template handled (one line if not)."""
+    if (
+        cfg.chat_system_prompt == "template"
+        or cfg.model == TINY_MODEL
+        or not Path(cfg.model).expanduser().is_dir()
+    ):
+        return
+    from transformers import AutoTokenizer
+
+    from training.chat_template import apply_chat_system_prompt
+
+    apply_chat_system_prompt(AutoTokenizer.from_pretrained(cfg.model), cfg.chat_system_prompt)
+
+
 def check_opponents(cfg: TrainConfig) -> None:
     for g in cfg.games:
         game = make_game(g)
@@ -55,6 +70,7 @@ def preflight(cfg: TrainConfig, out: Path, *, resume: bool, allow_changes: tuple
     world = dist.world_size() if dist.is_distributed() else int(os.environ.get("WORLD_SIZE", "1"))
     validate(cfg, world, ALL_GAMES)
     check_model_source(cfg.model)
+    check_chat_template(cfg)
     check_opponents(cfg)
     check_tracker(cfg.tracker)
     if cfg.device == "cuda" and not torch.cuda.is_available():

@@ -61,6 +61,10 @@ def make_initial(initial: Path, cfg: TrainConfig, out: Path, log: Callable[[str]
         log(f"warm start done in {stats['warmstart_s']:.0f}s: {stats}")
     else:
         tok = AutoTokenizer.from_pretrained(cfg.model)
+        from training.chat_template import apply_chat_system_prompt
+
+        if apply_chat_system_prompt(tok, cfg.chat_system_prompt):  # saved with the checkpoint
+            log("chat template: its default system prompt left out (chat_system_prompt=none)")
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch_dtype(cfg.dtype))
         if cfg.format_warmstart_steps:
             from training.warm_start import format_warmstart

@@ -225,6 +225,7 @@ def format_warmstart(
     last: dict[str, float] = dict(first)
     try:
         for step in range(1, steps + 1):
+            step_started = time.perf_counter()
             chunk = train[(step - 1) * batch : step * batch]
             sampled = [rng.choice(p.replies) for p in chunk]
             ids, attn, mask = build_rows([p.prompt_ids for p in chunk], sampled, pad)
@@ -250,6 +251,7 @@ def format_warmstart(
                     "step": step,
                     "loss": float(loss),
                     "kl": float((ce - floor).mean()),
+                    "step_s": time.perf_counter() - step_started,  # the supervised step alone
                 }
             if step % max(1, cfg.format_warmstart_eval_every) == 0 or step == steps:
                 last = rates()

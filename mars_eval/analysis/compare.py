@@ -148,8 +148,12 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 # --- mas ---------------------------------------------------------------------------------------
-def pair_mas(a: Run, b: Run) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
-    """problem id -> paired (score_a, score_b) samples, and counts of what was left out."""
+def pair_mas(
+    a: Run, b: Run, *, drop_maslab: bool = False
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, int]]:
+    """problem id -> paired (score_a, score_b) samples, and counts of what was left out.
+    `drop_maslab`: a sample MASLab's code fails (`maslab_error`, --errors maslab) on either side
+    is left out of the pairs, as MASLab's denominators leave it out (else it counts wrong)."""
     left = {"only_in_a": 0, "only_in_b": 0, "errored_in_a": 0, "errored_in_b": 0}
     pairs: dict[str, list[tuple[int, float, float]]] = defaultdict(list)
     ia, ib = _by_problem_sample(a), _by_problem_sample(b)
@@ -161,12 +165,18 @@ def pair_mas(a: Run, b: Run) -> tuple[dict[str, list[tuple[float, float]]], dict
         ea, eb = bool(ra.get("error")), bool(rb.get("error"))
         left["errored_in_a"] += ea
         left["errored_in_b"] += eb
+        if drop_maslab and (ra.get("maslab_error") or rb.get("maslab_error")):
+            continue
         if not (ea or eb):
             pairs[str(ra["problem_id"])].append(
                 (int(ra.get("sample", 0)), float(bool(ra["correct"])), float(bool(rb["correct"])))
             )
     ordered = {p: [(x, y) for _, x, y in sorted(v)] for p, v in sorted(pairs.items(), key=_problem_order)}
     return ordered, left
+
+
+# paired_compare without what needs scipy.stats: the bootstrap interval and the detectable effect.
+QUICK: dict[str, Any] = {"bootstrap_resamples": 0, "detectable": False}
 
 
 def _by_problem_sample(run: Run) -> dict[tuple[str, int], dict[str, Any]]:
@@ -177,7 +187,10 @@ def _problem_order(item: tuple[str, Any]) -> tuple[int, int | str]:
     return problem_key(item[0])  # the order the report's comparisons use too
 
 
-def compare_mas(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
+def compare_mas(a: Run, b: Run, seed: int = 0, quick: bool = False) -> dict[str, Any]:
+    """B against A, paired by problem and sample. `quick` (the viewer): the same test, interval
+    and p-value without the bootstrap interval and the detectable effect (None), which need
+    scipy.stats (most of a second to import) and a noncentral-t search."""
     if a.task != b.task:
         raise ConfigError(f"the runs are of different tasks: {a.task} (A) and {b.task} (B)")
     problems_a = {str(r["problem_id"]) for r in a.records.values()}
@@ -187,7 +200,7 @@ def compare_mas(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
     pairs, left = pair_mas(a, b)
     if not pairs:
         raise ConfigError("no sample was scored in both runs (all paired samples errored)")
-    res = paired_compare(pairs, seed=seed)
+    res = paired_compare(pairs, seed=seed, **(QUICK if quick else {}))
     changed = [
         {"problem_id": p, "a": _mean(v, 0), "b": _mean(v, 1), "samples": len(v)}
         for p, v in pairs.items()
@@ -207,7 +220,28 @@ def compare_mas(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
         "left_out": left,
         "paper_a": ref.paper_accuracy(a.task, str(a.config.get("system")), a.model),
         "paper_b": ref.paper_accuracy(b.task, str(b.config.get("system")), b.model),
+        **_dropped_fields(a, b, seed),
     }
+
+
+def _maslab_errors(run: Run) -> int:
+    return sum(1 for r in run.records.values() if r.get("maslab_error") and not r.get("error"))
+
+
+def _dropped_fields(a: Run, b: Run, seed: int) -> dict[str, Any]:
+    """With MASLab's errors (--errors maslab) in either run: the comparison again with those
+    samples dropped from the pairs (`maslab_dropped`), beside the one counting them wrong."""
+    errors = {"maslab_errors_a": _maslab_errors(a), "maslab_errors_b": _maslab_errors(b)}
+    if not any(errors.values()):
+        return {}
+    pairs, _ = pair_mas(a, b, drop_maslab=True)
+    if not pairs:
+        return {**errors, "maslab_dropped": None}
+    res = paired_compare(pairs, seed=seed)
+    dropped = {
+        k: getattr(res, k) for k in ("n_paired", "n_pairs", "accuracy_a", "accuracy_b", "delta", "p_value")
+    }
+    return {**errors, "maslab_dropped": dropped}
 
 
 def _mean(v: list[tuple[float, float]], i: int) -> float:
@@ -269,6 +303,20 @@ def print_mas(out: dict[str, Any], console: Console) -> None:
         f"{left['only_in_a']} / {left['only_in_b']} samples",
     )
     table.add_row("left out: errored in A / in B", f"{left['errored_in_a']} / {left['errored_in_b']} samples")
+    if "maslab_errors_a" in out:
+        table.add_row(
+            "MASLab's errors in A / in B (wrong above)",
+            f"{out['maslab_errors_a']} / {out['maslab_errors_b']} samples",
+        )
+        dropped = out["maslab_dropped"]
+        if dropped is None:
+            table.add_row("with MASLab's errors dropped", "- (no pair left)")
+        else:
+            table.add_row(
+                "with MASLab's errors dropped: A / B, delta",
+                f"{dropped['accuracy_a']:.2%} / {dropped['accuracy_b']:.2%}, {_pts(dropped['delta'])} "
+                f"(p {dropped['p_value']:.4g}, {dropped['n_paired']} problems)",
+            )
     console.print(table)
     changed = out["changed"]
     if changed:
@@ -348,8 +396,9 @@ def compare_games(a: Run, b: Run, seed: int = 0) -> dict[str, Any]:
             for s, ra, rb in eps
         }
         span = game.max_return - game.min_return  # the largest difference two returns can show
-        r = paired_compare(returns, seed=seed, span=span)
-        w = None if game.cooperative else paired_compare(wins, seed=seed)  # Hanabi has no winner
+        # The rows hold no bootstrap interval or detectable effect: neither is computed.
+        r = paired_compare(returns, seed=seed, span=span, **QUICK)
+        w = None if game.cooperative else paired_compare(wins, seed=seed, **QUICK)  # Hanabi: no winner
         slope = game.normalize(1.0) - game.normalize(0.0)  # normalization is affine in the mean
         rows.append(
             {

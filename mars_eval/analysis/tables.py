@@ -47,6 +47,10 @@ class MasCell:
     step: int | None = None
     scores: dict[str, list[float]] = field(default_factory=dict)  # problem id -> sample scores
     sample_ids: dict[str, list[int]] = field(default_factory=dict)  # the sample index of each score
+    # --errors maslab: the samples MASLab's code fails (counted wrong in `accuracy`) and the
+    # accuracy with them dropped (None: no such sample, the two ways agree)
+    maslab_errors: int = 0
+    accuracy_dropped: float | None = None
 
 
 def per_problem_samples(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
@@ -143,11 +147,14 @@ def mas_cells(runs: list[RunDir]) -> list[MasCell]:
         acc, low, high = interval(scores)
         errors = sum(1 for r in run.light if r.get("error"))
         samples = int(run.summary.get("samples") or max((len(v) for v in scores.values()), default=1))
-        cells.append(
-            MasCell(
-                model, system, task, acc, low, high, len(scores), samples, errors, run, run.step, scores, ids
-            )
+        cell = MasCell(
+            model, system, task, acc, low, high, len(scores), samples, errors, run, run.step, scores, ids
         )
+        failed = [r for r in run.light if r.get("maslab_error") and not r.get("error")]
+        if failed:
+            kept = per_problem_scores([r for r in run.light if not r.get("maslab_error")])
+            cell.maslab_errors, cell.accuracy_dropped = len(failed), interval(kept)[0]
+        cells.append(cell)
     return cells
 
 
@@ -251,7 +258,10 @@ def fmt_cell(c: MasCell | None) -> str:
     """'46.7 [38.1, 55.0]' (percent, 95% interval), '–' for a missing cell."""
     if c is None or c.accuracy is None:
         return "–"
-    return f"{fmt_pct(c.accuracy)} [{fmt_pct(c.ci_low)}, {fmt_pct(c.ci_high)}]"
+    text = f"{fmt_pct(c.accuracy)} [{fmt_pct(c.ci_low)}, {fmt_pct(c.ci_high)}]"
+    if c.maslab_errors:  # --errors maslab: the accuracy with MASLab's errors dropped, beside
+        text += f"; {fmt_pct(c.accuracy_dropped)} with MASLab's {c.maslab_errors} errors dropped"
+    return text
 
 
 def paper_table(

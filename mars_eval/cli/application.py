@@ -43,6 +43,7 @@ CKPT = "the checkpoint's mars_eval.json, else "
 
 @app.command()
 @opt.with_system_options
+@opt.with_scorer_options
 @opt.with_task_options
 @opt.with_run_options("mas")
 def mas(
@@ -70,6 +71,7 @@ def mas(
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
     task_settings: dict | None = None,  # the tasks' declared settings (tasks.registry): --arith-steps
+    scorer_settings: dict | None = None,  # the scorers' settings (tasks.scorers): --judge-model, -C
     problem_ids: opt.ProblemIds = None,
     json_out: opt.JsonSummary = False,
     system_options: dict | None = None,
@@ -83,6 +85,7 @@ def mas(
     validate.check_model_and_output(base_url, None if serve else model, values["output"])
     # "--votes is used by vote only", a bad option value: one line, exit 2
     [system] = opt.check_systems([system], given, served=bool(base_url) or serve)
+    opt.check_scorer(values, given)  # an unknown --scorer, a judge option it lacks: one line
     from mars_eval.tasks import make_task, task_with_gpqa_order
 
     validate.check_task_paths(task, data_files)  # a task file, --data-files: one line if no path
@@ -271,10 +274,20 @@ def serve(
             stop.wait()
 
 
-from mars_eval.cli import curve_cmds, info_cmds, models_cmds, prompts_cmds, stats_cmds, suite_cmds, view_cmds  # noqa: E402
+from mars_eval.cli import (  # noqa: E402
+    curve_cmds,
+    info_cmds,
+    models_cmds,
+    prompts_cmds,
+    score_cmds,
+    stats_cmds,
+    suite_cmds,
+    view_cmds,
+)
 
 for _module in (
     stats_cmds,
+    score_cmds,
     suite_cmds,
     prompts_cmds,
     models_cmds,

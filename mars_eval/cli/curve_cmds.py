@@ -3,7 +3,6 @@ resumed) over its checkpoints. The work is mars_eval.run.curve's; this module de
 
 from __future__ import annotations
 
-import tomllib
 from typing import Annotated, Any
 
 import typer
@@ -11,30 +10,30 @@ import typer
 from mars_eval.cli import exitcodes
 from mars_eval.cli import options as opt
 from mars_eval.models.base import ConfigError
-from mars_eval.paths import check_path
+from mars_eval.paths import check_path, shown_path
 
 
 def _mas_items(values: list[str] | None) -> list[Any] | None:
     """--mas values: SYSTEM:TASK entries (comma-separated or repeated) or a TOML file whose
-    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options)."""
+    [[mas_eval]] tables are the entries (data_files, limit, samples, max_tokens, seed, options,
+    task_options), each checked here (`run.curve.parse_mas`), naming the file."""
+    from mars_eval.run.curve import parse_mas
+    from mars_eval.run.curve_checks import read_toml
+
     if not values:
         return None
     items: list[Any] = []
     for value in values:
         if value.endswith(".toml"):
             path = check_path(value, "--mas", "file")
-            try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except OSError as exc:
-                raise ConfigError(f"--mas {value}: cannot read it ({exc.strerror or exc})") from None
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"--mas {value} does not parse: {exc}") from None
-            tables = data.get("mas_eval")
+            tables = read_toml(path, "--mas").get("mas_eval")
             if not isinstance(tables, list):
-                raise ConfigError(f"--mas {value}: no [[mas_eval]] tables")
+                raise ConfigError(f"--mas {shown_path(value)}: no [[mas_eval]] tables")
+            parse_mas(tables, where=f"--mas {shown_path(value)}")
             items += tables
         else:
             items += [v for v in value.split(",") if v.strip()]
+    parse_mas(items, where="--mas")
     return items
 
 
@@ -75,17 +74,20 @@ def curve(
     """Evaluate every checkpoint of a training run (games and multi-agent systems), resuming."""
     from rich.console import Console
 
-    from mars_eval.run.curve import read_settings, run_curve, spec_of
+    from mars_eval.run.curve import RUN_CONFIG, read_settings, run_curve, spec_of
+    from mars_eval.run.curve_checks import checked
+    from mars_eval.run.curve_checks import episodes as episodes_checked
     from mars_eval.run.options import BY_NAME
     from mars_eval.textsafe import shown
 
     root = check_path(train_dir, "TRAIN_DIR", "dir")
     settings = dict(read_settings(root))
+    spec_of(settings, where=str(root / RUN_CONFIG))  # the run's own settings, checked as they are
+    checked("limit", limit, "--limit")
+    episodes_checked(episodes, "--episodes")
     given = {"curve_games": games, "curve_opponents": opponents, "curve_episodes": episodes}
     settings.update({k: v for k, v in given.items() if v is not None})
     if limit is not None:
-        if limit < 1:
-            raise ConfigError("--limit must be at least 1")
         settings["mas_eval_limit"] = limit
     items = _mas_items(mas)
     if items is not None:

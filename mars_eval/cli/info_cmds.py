@@ -79,6 +79,27 @@ def _systems() -> list[dict[str, Any]]:
     return rows
 
 
+def _scorers() -> list[dict[str, Any]]:
+    """Each registered scorer with its summary and settings (flag -> default), from its
+    declaration (tasks.scorers)."""
+    from mars_eval.tasks.scorers import DEFAULT_SCORER, scorer_class, scorer_names
+
+    rows = []
+    for name in scorer_names():
+        cls = scorer_class(name)
+        options = {s.cli_flag: s.shown_default for s in cls.settings}
+        rows.append(
+            {
+                "scorer": name,
+                "default": name == DEFAULT_SCORER,
+                "about": cls.summary,
+                "options": options,
+                "protocol": cls.protocol,
+            }
+        )
+    return rows
+
+
 def _games() -> list[dict[str, Any]]:
     from mars_eval.games import ALL_GAMES, GAMES_TRAIN, make_game
     from mars_eval.games.opponents import DEFAULT_OPPONENTS, valid_opponents
@@ -134,6 +155,7 @@ def catalogue() -> dict[str, Any]:
         "version": package_version(),
         "tasks": _tasks(),
         "systems": _systems(),
+        "scorers": _scorers(),
         "games": _games(),
         "opponents": OPPONENT_NOTES,
         "presets": _presets(),
@@ -165,6 +187,13 @@ def print_catalogue(data: dict[str, Any], console: Console) -> None:
         options = ", ".join(f"{k} [{v}]" for k, v in s["options"].items()) or "-"
         systems.add_row(s["system"], options, s["about"])
     console.print(systems)
+    scorers = _Table(
+        "scorers (mars-eval mas --scorer; -C KEY=VALUE)", ("scorer", "options [default]", "about")
+    )
+    for c in data["scorers"]:
+        options = ", ".join(f"{k} [{v}]" for k, v in c["options"].items()) or "-"
+        scorers.add_row(c["scorer"] + (" (default)" if c["default"] else ""), options, c["about"])
+    console.print(scorers)
     games = _Table("games (mars-eval games --games)", ("game", "set", "default opponents", "opponents"))
     for g in data["games"]:
         games.add_row(g["game"], g["set"], ", ".join(g["default_opponents"]), g["opponents"])
@@ -195,7 +224,7 @@ def list_command(
         bool, typer.Option("--json", help="Print the list as one JSON object", show_default="off")
     ] = False,
 ) -> None:
-    """List tasks (sizes, sources), systems (options), games, opponents, training presets and models."""
+    """List tasks (sizes, sources), systems and scorers (options), games, opponents, presets and models."""
     data = catalogue()
     if json_out:
         print(json.dumps(data), flush=True)

@@ -134,6 +134,7 @@ def eval_config(values: Mapping[str, Any], opts: Mapping[str, Any], **fields: An
     return EvalConfig(
         base_urls=list(opts["base_url"] or []),
         system_options=system_options(opts),
+        scorer_options=scorer_options(opts),
         **config_fields(values),
         **fields,
     )
@@ -333,3 +334,75 @@ def check_systems(systems: list[str], opts: Mapping[str, Any], *, served: bool) 
         except Exception as exc:
             raise ConfigError(f"system {name!r}: {type(exc).__name__}: {exc}") from None
     return names
+
+
+# The scorers' settings (tasks.scorers): one flag per setting a built-in scorer declares
+# (--judge-model, ...), made from the declarations, plus -C KEY=VALUE for any setting of any
+# scorer (a scorer file's included): the pattern of the system options' flags and -S.
+SCORER_SETTINGS = "scorer_settings"  # the parameter a command gets them in
+SCORER_OPTION = "scorer_option"  # the -C parameter's name
+SCORER_PANEL = "Scorer options (see `mars-eval list` and docs/scoring.md)"
+
+
+def with_scorer_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A typer command with a flag for every setting a scorer declares and -C KEY=VALUE, added
+    where it declares `scorer_settings`; it gets those given (not None) by name there."""
+    from mars_eval.tasks.scorers import scorer_settings
+
+    flags: dict[str, tuple[Any, Any]] = {
+        name: (
+            None,
+            Annotated[
+                setting.type | None,
+                typer.Option(
+                    setting.cli_flag,
+                    help=f"--scorer {scorer}: {setting.help}"
+                    + (f", {setting.range_text}" if setting.range_text else ""),
+                    show_default=setting.shown_default,
+                    rich_help_panel=SCORER_PANEL,
+                ),
+            ],
+        )
+        for name, (scorer, setting) in scorer_settings().items()
+    }
+    flags[SCORER_OPTION] = (
+        None,
+        Annotated[
+            list[str] | None,
+            typer.Option(
+                "-C",
+                "--scorer-option",
+                help="KEY=VALUE: set any scorer option, a named flag's or a scorer file's (repeatable)",
+                show_default="none",
+                metavar="KEY=VALUE",
+                rich_help_panel=SCORER_PANEL,
+            ),
+        ],
+    )
+    return _with_flags(command, SCORER_SETTINGS, flags, keep_none=False)
+
+
+def scorer_options(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The scorer options given (named flags and -C KEY=VALUE), by name; ConfigError (one line)
+    for a malformed -C or an option given twice."""
+    given = dict(opts.get(SCORER_SETTINGS) or {})
+    pairs = given.pop(SCORER_OPTION, None) or []
+    for item in pairs:
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"-C {item[:80]!r}: give KEY=VALUE, e.g. -C judge_max_tokens=64")
+        if key in given:
+            raise ConfigError(f"scorer option {key!r} given twice")
+        given[key] = value
+    return given
+
+
+def check_scorer(values: Mapping[str, Any], opts: Mapping[str, Any]) -> str:
+    """The scorer named (a FILE.py:CLASS imported), once its options fit its declaration: one
+    ConfigError otherwise. Options given with the default scorer are refused too."""
+    from mars_eval.tasks.scorers import make_scorer
+
+    spec = values.get("scorer") or "task"
+    make_scorer(spec, scorer_options(opts))
+    return spec

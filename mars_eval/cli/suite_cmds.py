@@ -66,6 +66,7 @@ def suite(
     choices_field: opt.ChoicesField = None,
     answer_type: opt.AnswerType = None,
     task_settings: dict | None = None,  # the tasks' declared settings (tasks.registry): --arith-steps
+    scorer_settings: dict | None = None,  # the scorers' settings (tasks.scorers): --judge-model, -C
     problem_ids: opt.ProblemIds = None,
     system_options: dict | None = None,
 ) -> None:
@@ -89,6 +90,7 @@ def suite(
         raise ConfigError("give at least one --task")
     # a flag no system uses, a bad option value: one line, exit 2
     systems = opt.check_systems(expand_systems(system), given, served=bool(base_url))
+    opt.check_scorer(values, given)  # an unknown --scorer, a judge option it lacks: one line
     from mars_eval.run.rundirs import expand_models
 
     # A quoted 'DIR/checkpoints/step-*' gives the whole series (served names are kept as given).
@@ -320,6 +322,7 @@ def _say_skipped(lines: list[str]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
-    app.command()(opt.with_system_options(opt.with_task_options(opt.with_run_options("suite")(suite))))
+    command = opt.with_scorer_options(opt.with_task_options(opt.with_run_options("suite")(suite)))
+    app.command()(opt.with_system_options(command))
     app.command()(report)
     app.command()(export)

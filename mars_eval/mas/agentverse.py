@@ -66,8 +66,9 @@ ADVICE = re.compile(r"Response:\s*(.+)", re.DOTALL)
 
 
 def parse_roles(text: str, n: int, generic: str = "an expert problem solver") -> tuple[list[str], bool]:
-    """`n` expert descriptions from a numbered list, and whether exactly `n` were found."""
-    roles = [r.strip() for r in ROLE_LINE.findall(text) if r.strip()]
+    """`n` expert descriptions from a numbered list, and whether exactly `n` were found. Each is
+    the text as MASLab's regex finds it, whitespace and all (a role of only spaces counts)."""
+    roles = ROLE_LINE.findall(text)
     ok = len(roles) == n
     return (roles + [generic] * n)[:n], ok
 
@@ -85,8 +86,8 @@ class AgentVerse(System):
     name = "agentverse"
     summary = "AgentVerse (MASLab): expert recruitment, solver and critics, an evaluator, in turns"
     # 2: the solver's and critics' views are MASLab's (the record itself while short), a missing
-    # "Response:" is counted.
-    protocol = 2
+    # "Response:" is counted. 3: expert roles as MASLab's regex finds them (not stripped).
+    protocol = 3
 
     @dataclass(frozen=True)
     class Options:

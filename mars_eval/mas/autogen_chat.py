@@ -16,9 +16,11 @@ paper's AutoGen numbers; its config: max_turn 3, TERMINATE, no code execution):
   * Answer: what the task extracts from the assistant's last reply (TERMINATE removed), also
     when the proxy ended the chat; no answer there means no answer (the sample is wrong).
   * No code is ever run (MASLab's code_execute is False).
-  * A first reply that already says TERMINATE ends the chat after one call and is read like any
-    last reply. (MASLab's loop returns that reply bare where its caller expects a record, so
-    MASLab records such a sample as an error; we keep the answer, on purpose.)
+  * A chat that TERMINATE ends (either agent, the first reply included) is read like any other:
+    the assistant's last reply. (MASLab's loop returns the bare reply there, where its
+    inference.py expects a mapping with "response", so MASLab records every TERMINATE-ended
+    chat as an error and answers only a chat that runs out of turns; we keep the answer by
+    default, and `--errors maslab` records those samples as MASLab does: `maslab_error`.)
 
 `solver-reviewer` (ours, kept as an option): "assistant" solves, "reviewer" checks and replies;
 only the assistant's TERMINATE ends the chat; `rounds` (default 3) is the most model messages
@@ -113,6 +115,16 @@ class AutoGenChat(System):
     def max_calls(self) -> int:
         """The most model calls one conversation makes."""
         return 2 * self.rounds - 1 if self.style == "maslab" else self.rounds
+
+    def maslab_error(self, result: Any, transcript: list[dict[str, Any]]) -> str | None:
+        """Every chat that TERMINATE ended (either agent's reply, the first included): MASLab's
+        loop returns the bare reply there, and its inference.py, wanting a mapping with
+        "response", records an error; only a chat that ran out of turns is answered."""
+        if self.style != "maslab":
+            return None
+        replies = [e for e in transcript if "new_messages" in e]
+        said = replies[-1].get("content") if replies else None
+        return "autogen_terminate" if isinstance(said, str) and "TERMINATE" in said else None
 
     @classmethod
     def check(cls, options: Any, *, served: bool) -> None:

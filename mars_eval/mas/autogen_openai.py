@@ -39,13 +39,24 @@ from pydantic import BaseModel
 
 from mars_eval.mas.autogen_models import TEXT_MODEL_INFO, to_chat_messages
 from mars_eval.mas.base import SampleContext
-from mars_eval.models.base import CallCache, ChatResponse, ModelAccessError, split_thinking
+from mars_eval.models.base import (
+    NULL_RESAMPLES,
+    CallCache,
+    ChatResponse,
+    ModelAccessError,
+    resamples_null,
+    split_reply,
+)
 from mars_eval.models.http import COMPLETION, HTTPClient, model_access_error
 
 FINISH_REASONS = ("stop", "length", "function_calls", "content_filter", "unknown")
 MAX_MODEL_NAME = 200  # characters of a reply's `model` field kept
 # The `model` fields of the replies a `create` received (the transport runs in its task's context).
 _REPLY_MODELS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("reply_models", default=None)
+# ... and their first choice's content as the server sent it (None: null; autogen-ext reads "").
+_REPLY_CONTENTS: contextvars.ContextVar[list[str | None] | None] = contextvars.ContextVar(
+    "reply_contents", default=None
+)
 
 
 class ReasoningFieldAlias(httpx.AsyncBaseTransport):
@@ -65,6 +76,10 @@ class ReasoningFieldAlias(httpx.AsyncBaseTransport):
         seen = _REPLY_MODELS.get()
         if seen is not None and isinstance(data.get("model"), str):
             seen.append(data["model"][:MAX_MODEL_NAME])
+        contents = _REPLY_CONTENTS.get()
+        if contents is not None and data["choices"] and isinstance(data["choices"][0], dict):
+            content = (data["choices"][0].get("message") or {}).get("content")
+            contents.append(content if isinstance(content, str) else None)
         changed = False
         for choice in data["choices"]:
             message = (choice.get("message") if isinstance(choice, dict) else None) or {}
@@ -128,6 +143,29 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},  # noqa: B006 (autogen's signature)
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
+        """One agent turn; under `--null-reply resample` a reply whose content was null is asked
+        again (up to NULL_RESAMPLES more times, each a call of its own), as `SampleContext.ask`."""
+        result, resp = await self._create_once(
+            messages, tools, tool_choice, json_output, extra_create_args, cancellation_token, None
+        )
+        for attempt in range(1, NULL_RESAMPLES + 1):
+            if not resamples_null(self._ctx.params, resp):
+                break
+            result, resp = await self._create_once(
+                messages, tools, tool_choice, json_output, extra_create_args, cancellation_token, attempt
+            )
+        return result
+
+    async def _create_once(
+        self,
+        messages: Sequence[LLMMessage],
+        tools: Sequence[Tool | ToolSchema],
+        tool_choice: Tool | Literal["auto", "required", "none"],
+        json_output: bool | type[BaseModel] | None,
+        extra_create_args: Mapping[str, Any],
+        cancellation_token: CancellationToken | None,
+        resample: int | None,
+    ) -> tuple[CreateResult, ChatResponse]:
         ctx = self._ctx
         n, seed = ctx.next_call(self._agent)
         started = time.time()
@@ -136,7 +174,7 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         call_messages, call_params = to_chat_messages(messages), replace(ctx.params, seed=seed)
         stored = cache.stored_reply(call_messages, call_params) if cache is not None else None
         if stored is not None:
-            return self._record(n, messages, stored, started)
+            return self._record(n, messages, stored, started, resample), stored
         args = dict(extra_create_args)
 
         async def send(strict: bool) -> CreateResult:
@@ -151,7 +189,8 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             )
 
         seen: list[str] = []
-        token = _REPLY_MODELS.set(seen)
+        contents: list[str | None] = []
+        token, content_token = _REPLY_MODELS.set(seen), _REPLY_CONTENTS.set(contents)
         try:
             # The endpoint's own rules (HTTPClient.call): the strict-fields fallback, shared by
             # every client of the endpoint, and the errors worded as for every other system.
@@ -161,11 +200,16 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
             raise
         finally:
             _REPLY_MODELS.reset(token)
+            _REPLY_CONTENTS.reset(content_token)
         raw = result.content if isinstance(result.content, str) else ""
         # As HTTPClient does: a reply cut off at max_tokens with thinking on and no closing tag
-        # is all thinking (the template opened it), so no answer is taken from it.
+        # is all thinking (the template opened it), so no answer is taken from it; under
+        # --null-reply resample it is passed on raw, as MASLab does.
         cut_off = ctx.params.thinking and result.finish_reason == "length"
-        content, thinking = split_thinking(raw, result.thought, cut_off_thinking=cut_off)
+        maslab_cut = ctx.params.null_reply == "resample"
+        content, thinking = split_reply(
+            raw, result.thought, cut_off_thinking=cut_off, raw_unclosed=maslab_cut
+        )
         resp = ChatResponse(
             content=content,
             thinking=thinking,
@@ -176,15 +220,19 @@ class SeededOpenAIClient(OpenAIChatCompletionClient):
         )
         if seen and seen[-1] != self._asked_model:
             resp.extra["reply_model"] = seen[-1]
+        if maslab_cut and contents and contents[-1] is None:
+            resp.extra["content_null"] = True
         if cache is not None:
             cache.store_reply(call_messages, call_params, resp)
-        return self._record(n, messages, resp, started)
+        return self._record(n, messages, resp, started, resample), resp
 
     def _record(
-        self, n: int, messages: Sequence[LLMMessage], resp: ChatResponse, started: float
+        self, n: int, messages: Sequence[LLMMessage], resp: ChatResponse, started: float, resample: int | None
     ) -> CreateResult:
         """Count the call, add it to the transcript, and give autogen its result (no thinking)."""
         named = {"reply_model": resp.extra["reply_model"]} if resp.extra.get("reply_model") else {}
+        if resample is not None:
+            named["null_resample"] = resample
         self._ctx.record_call(
             self._agent,
             self._agent,

@@ -35,7 +35,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
+from mars_eval.models.base import (
+    NULL_RESAMPLES,
+    ChatResponse,
+    Message,
+    ModelClient,
+    SamplingParams,
+    resamples_null,
+)
 from mars_eval.tasks.base import Problem, Task
 
 MIN_REF_CHARS = 64  # shorter replies are cheaper to copy than to reference
@@ -171,7 +178,29 @@ class SampleContext:
 
         Keying the seed by agent and ordinal (not by global call order) keeps resume keys
         stable when agents run concurrently.
+
+        `--null-reply resample`: a reply whose content was null is asked again, up to
+        NULL_RESAMPLES more times (MASLab's 5 attempts); each attempt is a call of its own (the
+        agent's next ordinal and seed, stored, counted, in the transcript with `null_resample`:
+        its number). When every attempt is null the last one's empty content is what it said.
         """
+        resp = await self._ask_once(agent, messages, role, tag, overrides)
+        for attempt in range(1, NULL_RESAMPLES + 1):
+            if not resamples_null(self.params, resp):
+                break
+            resp = await self._ask_once(
+                agent, messages, role, {**(tag or {}), "null_resample": attempt}, overrides
+            )
+        return resp
+
+    async def _ask_once(
+        self,
+        agent: str,
+        messages: list[Message],
+        role: str,
+        tag: dict[str, Any] | None,
+        overrides: dict[str, Any],
+    ) -> ChatResponse:
         n, seed = self.next_call(agent)
         params = replace(self.params, seed=seed, **overrides)
         started = time.time()

@@ -41,12 +41,14 @@ the sum over its layers, divided by the number of layers; recorded in `details["
 They explain the result; as in MASLab they do not choose it.
 
 Deviations (named): the problem is the bare question plus the task's answer format, not
-MASLab's eight MATH few-shot examples; answers are read and compared by the task's extractor
-and canonical key (not MASLab's string clean-up); an unparseable ranking falls back to agents
-1 and 2 as in MASLab and is counted (`details["unparsed"]`); a pair that names one agent twice
-keeps that agent once (MASLab would ask it twice); an early stop (layers 1 and 2, or the two
-ranked best agreeing) gives the agreed answer, where MASLab returns the bare answer text and
-its inference loop, which wants a mapping with "response", records the sample as an error.
+MASLab's eight MATH few-shot examples; by default (`--dylan-agreement canonical`) answers are
+read and compared by the task's extractor and canonical key, and a pair that names one agent
+twice keeps that agent once; `--dylan-agreement maslab` reads and compares them as MASLab does
+(`dylan_agreement`) and asks that agent twice, its solution shown twice (MASLab's [3,3]). An
+unparseable ranking falls back to agents 1 and 2 as in MASLab and is counted
+(`details["unparsed"]`); an early stop (layers 1 and 2, or the two ranked best agreeing) gives
+the agreed answer, where MASLab returns the bare answer text and its inference loop, which wants
+a mapping with "response", records the sample as an error (`--errors maslab`: `maslab_error`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mars_eval.mas.base import SampleContext, SystemResult, derive_seed, majority
+from mars_eval.mas.base import SampleContext, SystemResult, derive_seed
+from mars_eval.mas.dylan_agreement import AGREEMENTS, Agreement, agreement_for
 from mars_eval.mas.dylan_main import solve_main
 from mars_eval.mas.registry import register
 from mars_eval.mas.system import System, option
@@ -83,6 +86,9 @@ def parse_pair(text: str, n: int) -> tuple[list[int], bool]:
 
 
 VARIANTS = ("auto", "main", "math")
+# How an early stop is described (`SystemResult.how`): the main variant's rounds 1-3, the math
+# variant's layers 1-2 and its ranked two. MASLab returns the bare text there: an error.
+EARLY_STOPS = ("agreement in ", "the two ranked best agreed")
 
 
 def variant_for(option: str, task_name: str) -> str:
@@ -115,6 +121,17 @@ class DyLAN(System):
             "(--seed alone, every sample, as MASLab's random.seed)",
             choices=("sample", "maslab"),
         )
+        dylan_agreement: str = option(
+            "canonical",
+            "math variant's agreement: canonical (the task's extractor and key) or maslab (MASLab's "
+            "answer reader and string clean-up; a ranking naming one agent twice asks it twice)",
+            choices=AGREEMENTS,
+        )
+
+    def maslab_error(self, result: Any, transcript: list[dict[str, Any]]) -> str | None:
+        """Every early stop: MASLab's DyLAN returns the bare reply text there, which its inference
+        loop (wanting a mapping with "response") records as an error."""
+        return "dylan_early_stop" if result.how.startswith(EARLY_STOPS) else None
 
     @property
     def max_calls(self) -> int:
@@ -129,9 +146,12 @@ class DyLAN(System):
             maslab = self.dylan_shuffle == "maslab"
             seed = ctx.seed if maslab else derive_seed(ctx.seed, ctx.sample_key, "dylan")
             return await solve_main(ctx, task, question, self.agents, random.Random(seed), self._t)
-        return await self._solve_math(question, task, ctx)
+        return await self._solve_math(question, task, ctx, agreement_for(self.dylan_agreement, task))
 
-    async def _solve_math(self, question: str, task: Task, ctx: SampleContext) -> SystemResult:
+    async def _solve_math(
+        self, question: str, task: Task, ctx: SampleContext, agree: Agreement
+    ) -> SystemResult:
+        maslab = self.dylan_agreement == "maslab"
         names = [f"agent{i}" for i in range(self.agents)]
         system: Message = {"role": "system", "content": self._t("system")}
         everyone = list(range(self.agents))
@@ -139,7 +159,8 @@ class DyLAN(System):
         unparsed = 0
 
         async def run_layer(number: int, agents: list[int], prompt: str, saw: list[int]) -> str | None:
-            replies, answers, agreed = await _layer(ctx, task, names, agents, [system, _user(prompt)], number)
+            messages = [system, _user(prompt)]
+            replies, answers, agreed = await _layer(ctx, agree, names, agents, messages, number)
             layers.append(
                 {
                     "layer": number,
@@ -171,7 +192,8 @@ class DyLAN(System):
             )
             resp = await ctx.ask("ranker", [_user(prompt)], role="ranker", tag={"stage": "ranking"})
             pair, ok = parse_pair(resp.content, self.agents)
-            picked = list(dict.fromkeys(pair))
+            # MASLab's pair as read ("[3,3]": agent 3 twice); ours keeps an agent once
+            picked = pair if maslab else list(dict.fromkeys(pair))
             unparsed += not ok
             ctx.note("ranking", agent="ranker", picked=[names[i] for i in picked], parsed=ok)
             kept = {
@@ -181,20 +203,25 @@ class DyLAN(System):
                 "replies": [second["replies"][i] for i in picked],
                 "answers": [second["answers"][i] for i in picked],
             }
-            answer = _agreed(task, kept["answers"])
+            answer = agree.agreed(kept["answers"])
             how, terminal = "the two ranked best agreed", kept
             if answer is None:
                 shown = "".join(self._t("solution", text=second["replies"][i]) for i in picked)
                 prompt = self._t("update", question=question, solutions=shown)
-                replies = list(
-                    await gather_or_cancel(_ask(ctx, names[i], [system, _user(prompt)], 3) for i in picked)
-                )
-                answers = [task.extract(t) for t in replies]
+                if len(set(picked)) < len(picked):  # one agent twice: asked twice, one after the other
+                    # (MASLab's two entries are one context: both hold its second reply)
+                    for i in picked:
+                        last = await _ask(ctx, names[i], [system, _user(prompt)], 3)
+                    replies = [last] * len(picked)
+                else:
+                    asks = (_ask(ctx, names[i], [system, _user(prompt)], 3) for i in picked)
+                    replies = list(await gather_or_cancel(asks))
+                answers = [agree.read(t) for t in replies]
                 ctx.note("dylan_layer", layer=3, agents=[names[i] for i in picked], answers=answers)
                 layers.append(
                     {"layer": 3, "agents": picked, "saw": picked, "replies": replies, "answers": answers}
                 )
-                answer, count = majority(task, answers)
+                answer, count = agree.majority(answers)
                 how, terminal = (
                     f"majority of the two ranked best in layer 3 ({count}/{len(picked)})",
                     layers[-1],
@@ -203,7 +230,7 @@ class DyLAN(System):
             (
                 t
                 for t, a in zip(terminal["replies"], terminal["answers"], strict=True)
-                if a is not None and answer is not None and task.canonical(a) == task.canonical(answer)
+                if a is not None and answer is not None and agree.same(a, answer)
             ),
             "",
         )
@@ -219,6 +246,7 @@ class DyLAN(System):
             how=how if answer is not None else "no agent gave an answer",
             details={
                 "variant": "math",
+                **({"agreement": "maslab"} if maslab else {}),
                 "layers": structure,
                 "picked": [names[i] for i in picked],
                 "importance": importance,
@@ -237,20 +265,25 @@ async def _ask(ctx: SampleContext, agent: str, messages: list[Message], layer: i
 
 
 async def _layer(
-    ctx: SampleContext, task: Task, names: list[str], agents: list[int], messages: list[Message], number: int
+    ctx: SampleContext,
+    agree: Agreement,
+    names: list[str],
+    agents: list[int],
+    messages: list[Message],
+    number: int,
 ) -> tuple[list[str], list[str | None], str | None]:
     """One layer with the early stop: (replies, answers, the agreed answer or None)."""
     n = len(agents)
     head = math.floor(2 / 3 * n) + 1  # no agreement check falls before this many answers
     replies = list(await gather_or_cancel(_ask(ctx, names[i], messages, number) for i in agents[:head]))
-    answers = [task.extract(t) for t in replies]
-    agreed = _agreed(task, answers)
+    answers = [agree.read(t) for t in replies]
+    agreed = agree.agreed(answers)
     for i in agents[head:]:
         if agreed is not None:
             break
         replies.append(await _ask(ctx, names[i], messages, number))
-        answers.append(task.extract(replies[-1]))
-        agreed = _agreed(task, answers)
+        answers.append(agree.read(replies[-1]))
+        agreed = agree.agreed(answers)
     ctx.note(
         "dylan_layer",
         layer=number,
@@ -259,12 +292,6 @@ async def _layer(
         agreed=agreed,
     )
     return replies, answers, agreed
-
-
-def _agreed(task: Task, answers: list[str | None]) -> str | None:
-    """The answer more than floor(2/3 k) of the k answers so far share, else None."""
-    best, count = majority(task, answers)
-    return best if best is not None and count > math.floor(2 / 3 * len(answers)) else None
 
 
 def _importance(layers: list[dict[str, Any]], terminal: dict[str, Any], n: int) -> list[float]:

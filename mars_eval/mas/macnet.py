@@ -51,6 +51,7 @@ from mars_eval.tasks.base import Problem, Task
 class MacNet(System):
     name = "macnet"
     summary = "MacNet (MASLab): agents on a graph hand answers along its edges, the exit node answers"
+    protocol = 2  # 2: each layer's temperature is the reference's float exactly (was rounded to 6 places)
 
     @dataclass(frozen=True)
     class Options:

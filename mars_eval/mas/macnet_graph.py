@@ -73,8 +73,9 @@ class Graph:
         return out
 
     def temperature(self, node: int) -> float:
-        """The reference's per-layer temperature: 1 at the entry, 0 at the exit."""
-        return round(1 - self.depth[node] / self.max_depth, 6)
+        """The reference's per-layer temperature: 1 at the entry, 0 at the exit; exactly the
+        reference's float (1 - depth / exit depth, not rounded: 0.19999999999999996 is sent so)."""
+        return 1 - self.depth[node] / self.max_depth
 
 
 def build_graph(agent_edges: list[tuple[int, int]]) -> Graph:

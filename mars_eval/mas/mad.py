@@ -197,6 +197,15 @@ class MADDebate(System):
     def max_calls(self) -> int:
         return 3 * self.rounds + 2  # three calls a round, then the judge's two
 
+    def maslab_error(self, result: Any, transcript: list[dict[str, Any]]) -> str | None:
+        """MASLab's MAD_Main fails a sample whose verdict `eval()` cannot read and one whose judge
+        answer is empty (`self.debate_answer` never set); a side's name is a response there."""
+        details = result.details or {}
+        for flag in ("verdict_unparseable", "judge_no_answer"):
+            if details.get(flag):
+                return flag
+        return None
+
     def _text(self, key: str, **values: str) -> str:
         return self.prompts.render(f"mas.mad.{key}", **values)
 

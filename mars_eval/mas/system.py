@@ -187,6 +187,8 @@ class System:
       * `matched_option`: the name of an option that, left unset, the runner fills from the
         calls per sample of a finished run of another system (vote's compute matching).
     `counts`: the details flags of a sample this system reports (summed in the summary).
+    `maslab_error(result, transcript)`: why MASLab's own code would record this finished sample
+    as an error with no response (`--errors maslab`), or None (the default: it would not).
 
     What tables and reports know of a system comes from these declarations too (never a list of
     names in `analysis/` or `report/`):
@@ -245,6 +247,10 @@ class System:
     @property
     def max_calls(self) -> int:
         return 1
+
+    def maslab_error(self, result: Any, transcript: list[dict[str, Any]]) -> str | None:
+        """Why MASLab records this sample as an error (`--errors maslab`), None when it does not."""
+        return None
 
     @classmethod
     def check(cls, options: Any, *, served: bool) -> None:

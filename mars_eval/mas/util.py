@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
 from mars_eval.tasks.base import Problem, Task
+from mars_eval.tasks.prompting import is_bare
 
 T = TypeVar("T")
 
@@ -31,8 +32,12 @@ async def gather_or_cancel(aws: Iterable[Awaitable[T]]) -> list[T]:
 def debate_question(problem: Problem, task: Task) -> str:
     """The problem as debaters see it: the bare question plus the task's answer format.
 
-    Falls back to the full single-agent prompt when a task gives no bare question.
+    Under `--task-prompt bare` the question as the data holds it, whitespace and all (MASLab
+    sends every system the query as is). Falls back to the full single-agent prompt when a task
+    gives no bare question.
     """
+    if problem.question.strip() and is_bare(task):
+        return problem.question
     if problem.question.strip():
         return f"{problem.question.strip()}\n\n{task.answer_format}".strip()
     return problem.prompt

@@ -45,6 +45,11 @@ class ContextOverflowError(ModelAccessError):
 
 
 SAMPLING_PRESETS = ("qwen3", "maslab")  # --sampling; the first is the default
+# --null-reply (a sampling field, never sent): what a reply with content null becomes; the first
+# is the default. `resample` is MASLab's: its call_llm raises on a non-text content and tenacity
+# asks again, 5 attempts in all (methods/mas_base/mas_base.py).
+NULL_REPLIES = ("empty", "resample")
+NULL_RESAMPLES = 4  # the attempts after the first
 # --http-client: how calls to an endpoint are sent (never what is sent: not in a run's identity);
 # the first is the default. Declared here, below models.http, so the CLI checks it without aiohttp.
 HTTP_CLIENTS = {
@@ -67,7 +72,9 @@ class SamplingSpec(Setting):
       fields with an `hf` keyword are the in-process batching key (one generate takes one set;
       the continuous loop applies each row's own, as transformers' logits processors);
     - `vllm`: vLLM's SamplingParams keyword, with `vllm_map` turning our value into vLLM's;
-    - `cli`: a flag of `mas` and `suite` (and a keyword of the API) named after the field.
+    - `cli`: a flag of `mas` and `suite` (and a keyword of the API) named after the field;
+    - `reply`: read by the model layer when a reply comes back (never sent, never an engine's:
+      `null_reply`), so it is in the run's identity and the calls' keys only.
     """
 
     http: str | None = "body"
@@ -78,6 +85,7 @@ class SamplingSpec(Setting):
     vllm: str | None = None
     vllm_map: Callable[[Any], Any] | None = None
     cli: bool = True
+    reply: bool = False
 
 
 def sampling_field(default: Any, help: str, **declared: Any) -> Any:
@@ -124,6 +132,12 @@ class SamplingParams:
         None, "A call's sampling seed (derived from --seed)", send="set", vllm="seed", cli=False
     )
     thinking: bool = sampling_field(True, "Qwen3 thinking mode", http=None, cli=False)
+    null_reply: str = sampling_field(
+        "empty",
+        "A reply cut at max_tokens whose content is null: empty (passed on as \"\") or resample (asked "
+        "again up to 4 more times, as MASLab's retry does; an unclosed <think> is then passed on raw)",
+        shown="empty; resample with --sampling maslab", choices=NULL_REPLIES, http=None, reply=True,
+    )  # fmt: skip
     # Settings an endpoint is not sent (the server's own default applies): the `maslab` preset
     # sends only temperature and max_tokens, as MASLab does. "thinking" here: no
     # chat_template_kwargs (Qwen3's template then thinks). In-process engines use the values.
@@ -139,7 +153,10 @@ class SamplingParams:
         """
         fields = {k: v for k, v in overrides.items() if v is not None}
         if preset == "maslab":
-            base = cls(temperature=0.5, top_p=1.0, top_k=0, min_p=0.0, max_tokens=2048, thinking=thinking)
+            base = cls(
+                temperature=0.5, top_p=1.0, top_k=0, min_p=0.0, max_tokens=2048, thinking=thinking,
+                null_reply="resample",
+            )  # fmt: skip
             quiet = ("top_p", "top_k", "min_p", "presence_penalty", "seed") + (
                 ("thinking",) if thinking else ()
             )
@@ -241,6 +258,31 @@ class CallCache(Protocol):
 
 
 _THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+
+
+def resamples_null(params: SamplingParams, resp: ChatResponse) -> bool:
+    """Whether `resp` is asked again under `--null-reply resample`: its content was null."""
+    return params.null_reply == "resample" and bool(resp.extra.get("content_null"))
+
+
+def unclosed_thinking(text: str, reasoning: str | None, cut_off_thinking: bool) -> bool:
+    """Whether a reply's text is thinking that never closed: a `<think>` with no `</think>` after
+    it, or (`cut_off_thinking`: stopped at max_tokens with thinking on) no tag at all and no
+    separate reasoning (the chat template opened it in the prompt)."""
+    if "<think>" in text:
+        return "</think>" not in text.rpartition("<think>")[2]
+    return cut_off_thinking and bool(text) and "</think>" not in text and not (reasoning or "").strip()
+
+
+def split_reply(
+    text: str | None, reasoning: str | None, *, cut_off_thinking: bool, raw_unclosed: bool
+) -> tuple[str, str]:
+    """`split_thinking`, except that under `raw_unclosed` (`--null-reply resample`, MASLab's
+    handling of cut replies) a text whose thinking never closed is passed on as it came (MASLab
+    hands the reply's content on as is), the separate reasoning, if any, as its thinking."""
+    if raw_unclosed and text and unclosed_thinking(text, reasoning, cut_off_thinking):
+        return text, (reasoning or "").strip()
+    return split_thinking(text, reasoning, cut_off_thinking=cut_off_thinking)
 
 
 def split_thinking(

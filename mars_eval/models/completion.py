@@ -15,7 +15,7 @@ import json
 import re
 
 from mars_eval.models.access import scrub
-from mars_eval.models.base import ChatResponse, ModelAccessError, split_thinking
+from mars_eval.models.base import ChatResponse, ModelAccessError, split_reply
 from mars_eval.models.wire import ReplyTooDeep, WireRequest, WireResponse, loads_reply
 
 LOWERED_HEADER = "x-mars-max-tokens"  # on a reply whose max_tokens the pool lowered
@@ -95,11 +95,15 @@ def decode_completion(body: bytes, content_type: str | None, status: int = 200) 
     return data
 
 
-def parse_completion(data: object, latency_s: float, thinking: bool = False) -> ChatResponse:
+def parse_completion(
+    data: object, latency_s: float, thinking: bool = False, maslab_cut: bool = False
+) -> ChatResponse:
     """A chat-completions JSON reply as a ChatResponse (thinking split off); malformed → ModelAccessError.
 
     `thinking`: the call was made with thinking on, so a reply cut off by max_tokens before any
-    closing tag is all thinking (see `split_thinking`).
+    closing tag is all thinking (see `split_thinking`). `maslab_cut` (`--null-reply resample`):
+    cut replies as MASLab takes them: a content that is null is marked (`extra["content_null"]`,
+    the caller asks again), and thinking that never closed is passed on raw (`split_reply`).
     """
     problem = completion_problem(data)
     if problem is not None:
@@ -110,12 +114,16 @@ def parse_completion(data: object, latency_s: float, thinking: bool = False) -> 
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     usage = data.get("usage") or {}
     finish = choice.get("finish_reason")
-    text, thought = split_thinking(
+    text, thought = split_reply(
         message.get("content"),
         reasoning if isinstance(reasoning, str) else None,
         cut_off_thinking=thinking and finish == "length",
+        raw_unclosed=maslab_cut,
     )
     lowered = data.get("_max_tokens_lowered_to")
+    extra: dict = {"max_tokens_lowered_to": lowered} if lowered else {}
+    if maslab_cut and message.get("content") is None:
+        extra["content_null"] = True
     return ChatResponse(
         content=text,
         thinking=thought,
@@ -123,7 +131,7 @@ def parse_completion(data: object, latency_s: float, thinking: bool = False) -> 
         completion_tokens=usage_count(usage, "completion_tokens"),
         latency_s=latency_s,
         finish_reason=finish,
-        extra={"max_tokens_lowered_to": lowered} if lowered else {},
+        extra=extra,
     )
 
 

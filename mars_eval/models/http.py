@@ -259,7 +259,8 @@ class HTTPClient:
         """One chat call (the pool retries it; see `mars_eval.models.retry`)."""
         started = time.perf_counter()
         data = await self.call(lambda strict: self._create(messages, params, strict))
-        return parse_completion(data, time.perf_counter() - started, params.thinking)
+        resample = params.null_reply == "resample"
+        return parse_completion(data, time.perf_counter() - started, params.thinking, maslab_cut=resample)
 
     async def call(self, send: Callable[[bool], Awaitable[T]]) -> T:
         """`send(strict)` under this endpoint's rules, for our calls and autogen-ext's alike:

@@ -159,6 +159,8 @@ PLACEHOLDERS.update(
         "games.compact.hanabi": frozenset(
             {"fireworks", "lives", "hints", "deck", "own", "partner", "last_move", "options"}
         ),
+        # the LLM judge (mars_eval.tasks.judge): the problem as sent, the system's final reply, the gold
+        "scoring.judge": frozenset({"question", "response", "gold"}),
     }
 )
 
@@ -208,6 +210,7 @@ REQUIRED: dict[str, frozenset[str]] = {
     "games.compact.hanabi": frozenset({"fireworks", "own", "partner", "options"}),
     "games.turn.state": frozenset({"state", "legal"}),
     "games.turn.chosen": frozenset({"action"}),
+    "scoring.judge": frozenset({"response", "gold"}),
     **{f"games.{f}.user": frozenset({"rules", "information", "instructions"}) for f in GAME_FAMILIES},
 }
 
@@ -215,7 +218,13 @@ REQUIRED: dict[str, frozenset[str]] = {
 # used), and while a pack's text for one is ours' it is left out of the pack's hash, so adding
 # one renames no run folder (the system using it versions ours' text by its `protocol`).
 LATER: frozenset[str] = frozenset(
-    {"mas.dylan.main_system", "mas.dylan.main_update", "mas.dylan.main_response", "mas.dylan.main_rank"}
+    {
+        "mas.dylan.main_system",
+        "mas.dylan.main_update",
+        "mas.dylan.main_response",
+        "mas.dylan.main_rank",
+        "scoring.judge",
+    }
 )
 
 # Lists of text (not templates): key -> how many entries at least.

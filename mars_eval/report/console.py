@@ -27,6 +27,14 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
         se = summary.get("stderr")  # None with one problem: no spread to estimate
         accuracy = f"[bold]{summary['accuracy']:.2%}[/bold]" + (f" ± {se:.2%}" if se is not None else "")
         table.add_row(f"accuracy (avg@{k})", accuracy)
+    if summary.get("accuracy_dropped") is not None or summary.get("maslab_errors"):
+        dropped = summary.get("accuracy_dropped")
+        table.add_row(
+            "accuracy, MASLab's errors dropped",
+            "- (no sample left)" if dropped is None else f"{dropped:.2%}",
+        )
+        kinds = kinds_text(summary.get("maslab_error_kinds") or {})
+        table.add_row("MASLab's errors (wrong above)", f"{summary['maslab_errors']} ({shown(kinds)})")
     if summary.get("ci_low") is not None:
         table.add_row("95% CI (problems as clusters)", f"[{summary['ci_low']:.2%}, {summary['ci_high']:.2%}]")
     paper = _paper_accuracy(summary)
@@ -77,6 +85,15 @@ def print_summary_table(summary: dict[str, Any], console: Console) -> None:
         table.add_row("prompt pack", setting)
     if summary.get("sampling_preset"):
         table.add_row("sampling preset", shown(summary["sampling_preset"]))
+    scorer = summary.get("scorer")
+    if isinstance(scorer, dict):  # a scorer other than the task's own (tasks.scorers)
+        judge = scorer.get("judge") if isinstance(scorer.get("judge"), dict) else {}
+        said = f"{scorer.get('name')}" + (f" ({judge.get('model')})" if judge.get("model") else "")
+        if "judge_calls_sent" in summary:
+            said += f", {summary['judge_calls_sent']} judge calls sent"
+        table.add_row("scorer", shown(said))
+    if summary.get("rescored_from"):
+        table.add_row("rescored from", shown(summary["rescored_from"]))
     console.print(table)
     if errors:
         kinds = kinds_text(summary.get("error_kinds") or {})

@@ -12,7 +12,6 @@ last step) per system and task, as the paper lays out its transfer table.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from mars_eval.analysis import stats, tables
 from mars_eval.report import plots
 from mars_eval.run.curve import step_of_eval_dir
+from mars_eval.run.json_files import metric_value
 from mars_eval.run.rundirs import RunDir
 
 BESIDE = ("eval/mean_normalized", "eval/invalid_turn_rate", "invalid_rate", "reward", "return_mean")
@@ -219,14 +219,14 @@ def beside_metrics(train: RunDir) -> dict[str, list[tuple[float, float]]]:
     """The training run's own metrics to read beside the curves (in-loop evaluation first)."""
     curves: dict[str, list[tuple[float, float]]] = {}
     for row in train.metrics:
-        step = row.get("step")
-        if not isinstance(step, int | float):
+        step = metric_value(row.get("step"))
+        if step is None:
             continue
         keys = [k for k in row if k.startswith("eval/") and k.endswith(("/normalized", "/invalid"))]
         for key in (*BESIDE, *keys):
-            value = row.get(key)
-            if isinstance(value, int | float) and math.isfinite(value):
-                curves.setdefault(key, []).append((float(step), float(value)))
+            value = metric_value(row.get(key))
+            if value is not None:
+                curves.setdefault(key, []).append((step, value))
     return {k: v for k, v in curves.items() if len(v) >= 2}
 
 

@@ -7,7 +7,6 @@ run folders alone, on any machine, long after the runs.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mars_eval.analysis import stats
 from mars_eval.analysis.tables import MasCell, cell_pairs, system_rank
+from mars_eval.run.json_files import metric_value
 from mars_eval.run.rundirs import RunDir
 
 if TYPE_CHECKING:
@@ -429,11 +429,11 @@ def train_curves(run: RunDir) -> dict[str, list[tuple[float, float]]]:
     """metric -> [(step, value)] for the metrics worth a curve that the run logged."""
     curves: dict[str, list[tuple[float, float]]] = {}
     for row in run.metrics:
-        step = row.get("step")
-        if not isinstance(step, int | float):
+        step = metric_value(row.get("step"))
+        if step is None:
             continue
         for key in TRAIN_METRICS:
-            value = row.get(key)
-            if isinstance(value, int | float) and math.isfinite(value):
-                curves.setdefault(key, []).append((float(step), float(value)))
+            value = metric_value(row.get(key))
+            if value is not None:
+                curves.setdefault(key, []).append((step, value))
     return {k: v for k, v in curves.items() if len(v) >= 2}

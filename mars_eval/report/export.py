@@ -160,6 +160,7 @@ def export(dirs: list[str], out: str, transcripts: bool = False, skipped: list[s
         n = _write_parquet(tmp, columns, rows) if fmt == "parquet" else _write_csv(tmp, columns, rows)
     if skipped is not None:
         lines = [f"{run.path / 'samples.jsonl'} {why}" for run in runs for why in run.skipped_lines]
+        lines += [f"{run.path / 'metrics.jsonl'} {why}" for run in runs for why in run.metrics_skipped]
         skipped += folders + lines
     return n
 

@@ -136,9 +136,11 @@ class Report:
 
     def skipped(self) -> list[str]:
         """One line per folder and per samples.jsonl line left out of the report, with why."""
-        return self.skipped_folders + [
-            f"{run.path / 'samples.jsonl'} {why}" for run in self.runs for why in run.skipped_lines
-        ]
+        return (
+            self.skipped_folders
+            + [f"{run.path / 'samples.jsonl'} {why}" for run in self.runs for why in run.skipped_lines]
+            + [f"{t.path / 'metrics.jsonl'} {why}" for t in self.train_runs for why in t.metrics_skipped]
+        )
 
     # --- tables -------------------------------------------------------------------------------
     def main_table(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.json_files import read_lines
 from mars_eval.run.records import EPISODE, SAMPLE, record_problem, unit_of
 from mars_eval.run.rundirs import classify
 
@@ -95,11 +96,12 @@ def _row(rec: dict[str, Any], offset: int, length: int, line: int) -> dict[str, 
     }
     if "game" in rec:
         row.update(
-            game=rec.get("game"),
-            opponent=rec.get("opponent"),
-            seat=rec.get("seat"),
+            game=_short(rec.get("game")),  # names: cut as the texts are (a row's size is bounded)
+            opponent=_short(rec.get("opponent")),
+            seat=_short(rec.get("seat")),
             index=rec.get("index"),
             outcome=_short(rec.get("outcome")),
+            seed=rec.get("seed") if isinstance(rec.get("seed"), int) else None,  # episodes pair by it
             agent_return=rec.get("agent_return"),
             invalid=bool(rec.get("invalid")),
             correct=None if error else rec.get("outcome") == "win",
@@ -248,16 +250,8 @@ class RunState:
             return False
         self._metrics_size = size
         rows = []
-        with open(path, "rb") as f:
-            for raw in f:
-                if not raw.endswith(b"\n"):
-                    break
-                try:
-                    row = json.loads(raw)
-                except (ValueError, RecursionError):
-                    continue
-                if isinstance(row, dict):
-                    rows.append({k: v for k, v in row.items() if isinstance(v, int | float | str | None)})
+        for row in read_lines(path):  # each line within json_files' bounds
+            rows.append({k: v for k, v in row.items() if isinstance(v, int | float | str | None)})
         self._metrics = rows
         return True
 
@@ -709,55 +703,3 @@ def sample_view(run: RunState, key: str) -> dict[str, Any] | None:
         "details": rec.get("details"),
         "fields": {k: v for k, v in rec.items() if k not in skip},
     }
-
-
-_COMPARED: dict[tuple[str, int, str, int], tuple[dict[str, Any] | None, str | None]] = {}
-
-
-def compare_view(a: RunState, b: RunState, only: str = "disagree") -> dict[str, Any]:
-    """Two runs on the same problems, paired as `mars-eval compare` pairs them (by problem id
-    and sample index): the paired statistics, and per pair each side's verdict. `only`:
-    "disagree" (one right, the other wrong), "errored" (errored in one or both) or "all"."""
-    from mars_eval.analysis.compare import Run, compare_mas
-
-    out: dict[str, Any] = {"a": a.brief(), "b": b.brief(), "stats": None, "note": None}
-    if a.kind != "mas" or b.kind != "mas":
-        out["note"] = "side by side needs two mas runs (samples of a task)"
-        out["pairs"] = []
-        return out
-    ra, rb = a.rows, b.rows
-    key = (a.id, a.version, b.id, b.version)
-    if key not in _COMPARED:  # the test is redone only when one of the runs changed
-        stats, note = None, None
-        try:
-            res = compare_mas(
-                Run(a.path, a.config, a.summary, {r["key"]: r for r in ra}),
-                Run(b.path, b.config, b.summary, {r["key"]: r for r in rb}),
-            )
-            stats = {k: v for k, v in res.items() if k not in ("changed",)}
-        except ConfigError as exc:
-            note = str(exc)
-        except ValueError as exc:  # too little to test yet (the runs are filling)
-            note = f"no paired statistics yet: {exc}"
-        if len(_COMPARED) >= 16:
-            _COMPARED.pop(next(iter(_COMPARED)))
-        _COMPARED[key] = (stats, note)
-    out["stats"], out["note"] = _COMPARED[key]
-    ia = {(r["problem_id"], r["sample"]): r for r in ra}
-    ib = {(r["problem_id"], r["sample"]): r for r in rb}
-    from mars_eval.analysis.tables import problem_key
-
-    pairs = []
-    for pid, k in sorted(ia.keys() & ib.keys(), key=lambda x: (problem_key(x[0]), x[1])):
-        x, y = ia[(pid, k)], ib[(pid, k)]
-        errored = bool(x["error"] or y["error"])
-        disagree = not errored and x["correct"] != y["correct"]
-        if only == "disagree" and not disagree or only == "errored" and not errored:
-            continue
-        pairs.append(
-            {"problem_id": pid, "sample": k, "a": public_row(x), "b": public_row(y), "disagree": disagree}
-        )
-    out["pairs"] = pairs
-    out["only_in_a"] = len(ia.keys() - ib.keys())
-    out["only_in_b"] = len(ib.keys() - ia.keys())
-    return out

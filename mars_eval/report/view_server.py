@@ -32,12 +32,12 @@ from typing import Any
 
 from aiohttp import web
 
+from mars_eval.report.view_compare import compare_view
 from mars_eval.report.view_data import (
     BUDGET_S,
     FILTERS,
     PAGE,
     Catalog,
-    compare_view,
     page_of,
     public_row,
     sample_view,

@@ -6,6 +6,14 @@ calls.sqlite (or rebuilt from the transcript it points at), a miss is sent and s
 A reply that echoes the API key (in any case, URL-encoded) has it replaced by `***` before it is
 stored or a system reads it (`models.access.hide_key`): the key never reaches samples.jsonl,
 calls.sqlite, transcripts or the prompts of later calls.
+
+A reply is kept within `MAX_STORED_CHARS` characters of content and as many of thinking
+(`bound_reply`): a server that sends a 60 MB reply (under the pool's 64 MiB per reply) costs the
+run folder about 1 MB per text, not 60, in samples.jsonl, calls.sqlite and the prompts of later
+calls. What is past the bound is cut from the middle, the first and last halves kept (an answer
+is at the end), and the cut says so in the text itself (`CUT_NOTE`: how many characters, where),
+so the transcript a reader opens names it; the reply's `extra["cut_chars"]` (stored with the
+call) holds each cut text's length as sent.
 """
 
 from __future__ import annotations
@@ -17,6 +25,23 @@ from typing import Any
 from mars_eval.models.access import hide_key
 from mars_eval.models.base import ChatResponse, Message, ModelClient, SamplingParams
 from mars_eval.run.store import RunStore
+
+MAX_STORED_CHARS = 1_000_000  # a reply's content (and its thinking) as a run keeps it
+CUT_NOTE = "\n[mars-eval: {cut:,} characters of this reply cut here; a run keeps {kept:,} of {sent:,}]\n"
+
+
+def bound_reply(resp: ChatResponse, limit: int = MAX_STORED_CHARS) -> ChatResponse:
+    """The reply with its content and thinking each cut to `limit` characters, in place (see the
+    module docstring); a reply within the bound is left as it is."""
+    for name in ("content", "thinking"):
+        text = getattr(resp, name) or ""
+        if len(text) <= limit:
+            continue
+        head, tail = text[: limit - limit // 2], text[len(text) - limit // 2 :]
+        note = CUT_NOTE.format(cut=len(text) - limit, kept=limit, sent=len(text))
+        setattr(resp, name, head + note + tail)
+        resp.extra.setdefault("cut_chars", {})[name] = len(text)
+    return resp
 
 
 class CachedClient:
@@ -56,7 +81,7 @@ class CachedClient:
         return hit
 
     def store_reply(self, messages: list[Message], params: SamplingParams, resp: ChatResponse) -> None:
-        hide_key_in(resp)
+        bound_reply(hide_key_in(resp))
         self.sent += 1
         self.store.put_call(RunStore.call_key(self.key_model, messages, params), resp)
         self._replied(resp, True)
@@ -75,7 +100,7 @@ class CachedClient:
             return hit
         if self._lazy and not self._checked:
             await self.check()
-        resp = hide_key_in(await self.inner.chat(messages, params))
+        resp = bound_reply(hide_key_in(await self.inner.chat(messages, params)))
         self.sent += 1
         self.store.put_call(key, resp)
         await self.store.calls_committed()  # done only once stored (committed with its turn's calls)

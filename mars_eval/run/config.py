@@ -31,6 +31,7 @@ from mars_eval.run.options import RUN_OPTIONS, later_identity
 from mars_eval.run.store import LOCK_NAME, RunStore, held_lock
 from mars_eval.tasks import make_task
 from mars_eval.tasks.base import Problem, Task
+from mars_eval.tasks.scorers import DEFAULT_SCORER
 from mars_eval.tasks.task_file import as_custom
 
 
@@ -62,12 +63,18 @@ class EvalConfig:
     task_prompt: str = (
         "ours"  # ours (question + answer format) or bare (the question as the references send it)
     )
+    errors: str = "ours"  # --errors (run.options): ours, or maslab (MASLab's failures not scored)
     sampling: str = "qwen3"  # the sampling preset `params` was resolved from (informative; params decide)
     # a matched option left unset: the system whose finished run sets it (None: the system that
     # declares `matched_by_default`, mas.default_match_system)
     match_system: str | None = None
     match_run: str | None = None  # ... or that run's folder, named outright
     matched: dict[str, Any] | None = None  # the run this one was matched to (run.matching)
+    scorer: str = "task"  # --scorer (tasks.scorers): a name or FILE.py:CLASS
+    scorer_options: dict[str, Any] = field(default_factory=dict)  # its settings as given, by name
+    # the scorer's identity as the run resolved it (the judge's model, prompt, sampling: set by
+    # run.scoring before the folder is named); None: from `scorer` and `scorer_options`
+    scoring: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.match_system is None:
@@ -114,6 +121,12 @@ class EvalConfig:
         `identity.model_identity(...)`, `data` the hash of the loaded problems. Limit and samples
         are left out on purpose: a larger --limit or --samples reuses finished samples."""
         name = system or self.system
+        later = later_identity(
+            {o.name: getattr(self, o.name) for o in RUN_OPTIONS if o.where == "run"},
+            every_option=every_option,
+        )
+        if self.scorer != DEFAULT_SCORER:  # the scorer with its settings, not the name as given
+            later["scorer"] = self.scoring or {"name": self.scorer, **self.scorer_options}
         out = {
             "identity": IDENTITY_VERSION,
             "task": self.task,
@@ -126,10 +139,7 @@ class EvalConfig:
             "prompts": self.pack().identity(),
             "task_prompt": self.task_prompt,
             **self.system_identity(name, every_option=every_option),
-            **later_identity(
-                {o.name: getattr(self, o.name) for o in RUN_OPTIONS if o.where == "run"},
-                every_option=every_option,
-            ),
+            **later,
         }
         if self.matched:
             out["matched_to"] = self.matched["run"]

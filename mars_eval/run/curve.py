@@ -14,13 +14,13 @@ curve again (`mars-eval curve`, or a resumed training run) re-sends no finished 
 What is evaluated (`CurveSpec`) is in the training run's run_config.json (`curve_games`,
 `curve_opponents`, `curve_episodes`, `mas_eval`, `mas_eval_limit`); `mars-eval curve` can
 override it. A MAS evaluation is "system:task" or a table with `system`, `task` and optionally
-`data_files`, `limit`, `samples`, `max_tokens`, `seed` and the system's options (`options`).
+`data_files`, `limit`, `samples`, `max_tokens`, `seed`, the system's options (`options`) and
+the task's settings (`task_options`, e.g. `{ arith_steps = 1 }` for `--arith-steps 1`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,12 +28,26 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.models.settings import Setting
+from mars_eval.run import curve_checks as checks
+from mars_eval.run.json_files import read_object
 from mars_eval.run.loop import run as run_loop
 
 EVALS = "evals"  # TRAIN_RUN_DIR/evals/step-NNNNNN/
 RUN_CONFIG = "run_config.json"  # written by mars-train: the resolved settings of the run
 _STEP_DIR = re.compile(r"step-(\d+)$")
-_MAS_KEYS = ("system", "task", "data_files", "limit", "samples", "max_tokens", "seed", "options")
+_STEP = Setting("step", int, 0, "The training step a final checkpoint was saved at", low=0)
+_MAS_KEYS = (
+    "system",
+    "task",
+    "data_files",
+    "limit",
+    "samples",
+    "max_tokens",
+    "seed",
+    "options",
+    "task_options",
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,9 @@ class MasEval:
     max_tokens: int | None = None  # None: the checkpoint's eval max_tokens
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)  # the system's options (rounds=...)
+    # the task's declared settings, as `mars-eval mas` flags give them ({"arith_steps": 1}:
+    # --arith-steps 1)
+    task_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -67,39 +84,43 @@ class CurveSpec:
         return not self.games and not self.mas
 
 
-def parse_mas(items: Any, default_limit: int | None = None) -> tuple[MasEval, ...]:
+def parse_mas(items: Any, default_limit: int | None = None, where: str = "") -> tuple[MasEval, ...]:
     """`mas_eval` as given: a comma-separated string, or a list of "system:task" strings and
-    tables (TOML). ConfigError (one line) on anything else."""
+    tables (TOML), each value checked as the flag it stands for (`curve_checks`). ConfigError
+    (one line, naming `where`: the file it came from) on anything else."""
+    at = f"{where}: mas_eval" if where else "mas_eval"
     if items is None or items == "":
         return ()
     if isinstance(items, str):
         items = [s for s in items.split(",") if s.strip()]
     if not isinstance(items, list | tuple):
-        raise ConfigError(f"mas_eval: expected a list, got {type(items).__name__}")
+        raise ConfigError(f"{at}: expected a list, got {type(items).__name__}")
     out = []
-    for item in items:
+    for n, item in enumerate(items):
         if isinstance(item, str):
             system, sep, task = item.strip().partition(":")
             if not sep or not system or not task:
-                raise ConfigError(f"mas_eval: {item!r} is not SYSTEM:TASK (e.g. single:arith)")
+                raise ConfigError(f"{at}: {item!r} is not SYSTEM:TASK (e.g. single:arith)")
             out.append(MasEval(system, task, limit=default_limit))
             continue
         if not isinstance(item, dict) or "system" not in item or "task" not in item:
-            raise ConfigError(f"mas_eval: {item!r} needs a system and a task")
+            raise ConfigError(f"{at}: {checks.text_of(item)} needs a system and a task")
         unknown = [k for k in item if k not in _MAS_KEYS]
         if unknown:
-            raise ConfigError(f"mas_eval: unknown key {unknown[0]!r} (known: {', '.join(_MAS_KEYS)})")
+            raise ConfigError(f"{at}: unknown key {unknown[0]!r} (known: {', '.join(_MAS_KEYS)})")
+        key = f"{at}[{n}]"
         limit = item.get("limit", default_limit)
         out.append(
             MasEval(
-                system=str(item["system"]),
-                task=str(item["task"]),
-                data_files=item.get("data_files"),
-                limit=None if limit in (None, 0) else int(limit),
-                samples=int(item.get("samples", 1)),
-                max_tokens=item.get("max_tokens"),
-                seed=int(item.get("seed", 0)),
-                options=dict(item.get("options") or {}),
+                system=checks.text(item["system"], f"{key}.system") or "",
+                task=checks.text(item["task"], f"{key}.task") or "",
+                data_files=checks.text(item.get("data_files"), f"{key}.data_files", path=True),
+                limit=checks.entry_limit(limit, f"{key}.limit"),
+                samples=checks.checked("samples", item.get("samples", 1), f"{key}.samples"),
+                max_tokens=checks.checked("max_tokens", item.get("max_tokens"), f"{key}.max_tokens"),
+                seed=checks.checked("seed", item.get("seed", 0), f"{key}.seed"),
+                options=checks.options(item.get("options"), f"{key}.options"),
+                task_options=checks.options(item.get("task_options"), f"{key}.task_options"),
             )
         )
     return tuple(out)
@@ -128,37 +149,37 @@ def expand_games(names: Any, train_games: tuple[str, ...] = ()) -> tuple[str, ..
     return tuple(dict.fromkeys(out))
 
 
-def spec_of(settings: dict[str, Any]) -> CurveSpec:
-    """The curve a training run's settings ask for (run_config.json, or TrainConfig.to_dict())."""
-    limit = settings.get("mas_eval_limit") or None
-    episodes = int(settings.get("curve_episodes") or 50)
-    if episodes < 1:
-        raise ConfigError(f"curve_episodes must be >= 1 (got {episodes})")
+def spec_of(settings: dict[str, Any], where: str = "") -> CurveSpec:
+    """The curve a training run's settings ask for (run_config.json, or TrainConfig.to_dict()),
+    each value checked as the flag it stands for; `where` (the file) names it in a message."""
+
+    def at(key: str) -> str:
+        return f"{where}: {key}" if where else key
+
+    limit = checks.limit_of_all(settings.get("mas_eval_limit"), at("mas_eval_limit"))
+    episodes = checks.episodes(settings.get("curve_episodes"), at("curve_episodes"))
+    games = checks.names(settings.get("curve_games"), at("curve_games"))
     return CurveSpec(
-        games=expand_games(settings.get("curve_games") or (), tuple(settings.get("games") or ())),
-        opponents=settings.get("curve_opponents") or None,
-        episodes=episodes,
-        mas=parse_mas(list(settings.get("mas_eval") or ()), limit),
-        seed=int(settings.get("seed") or 0),
+        games=expand_games(games, checks.names(settings.get("games"), at("games"))),
+        opponents=checks.text(settings.get("curve_opponents"), at("curve_opponents")) or None,
+        episodes=50 if episodes is None else episodes,
+        mas=parse_mas(settings.get("mas_eval"), limit, where),
+        seed=checks.checked("seed", settings.get("seed"), at("seed")) or 0,
     )
 
 
 def read_settings(train_dir: Path) -> dict[str, Any]:
+    """run_config.json of a training run, read within bounds (`json_files.read_object`)."""
     path = Path(train_dir) / RUN_CONFIG
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"{train_dir} is not a mars-train run folder (no {RUN_CONFIG})")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        raise ConfigError(f"{path} does not parse") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} is not a JSON object")
-    return data
+    return read_object(path)
 
 
 def checkpoint_steps(train_dir: Path) -> list[tuple[int, Path]]:
     """(step, folder) of every complete checkpoint of a training run, by step: initial (0),
-    step-N, final (its saved step; it wins over a step-N of the same step)."""
+    step-N, final (its saved step, from train_state/step.json; it wins over a step-N of the same
+    step). A final checkpoint whose step.json is damaged: ConfigError naming it."""
     ckpts = Path(train_dir).resolve() / "checkpoints"  # absolute: one run folder name from anywhere
     found: dict[int, Path] = {}
     if not ckpts.is_dir():
@@ -173,8 +194,11 @@ def checkpoint_steps(train_dir: Path) -> list[tuple[int, Path]]:
             found.setdefault(int(m.group(1)), folder)
     final = ckpts / "final"
     step_file = final / "train_state" / "step.json"
-    if (final / "COMPLETE").is_file() and step_file.is_file():
-        found[int(json.loads(step_file.read_text())["step"])] = final
+    if (final / "COMPLETE").is_file() and step_file.exists():
+        step = checks.checked(_STEP, read_object(step_file).get("step"), f"{step_file}: step")
+        if step is None:
+            raise ConfigError(f"{step_file} names no step")
+        found[step] = final
     return sorted(found.items())
 
 
@@ -190,12 +214,10 @@ def step_of_eval_dir(path: Path) -> int | None:
 
 
 def _checkpoint_meta(ckpt: Path) -> dict[str, Any]:
-    path = Path(ckpt) / "mars_eval.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """The checkpoint's mars_eval.json, checked (as `games --model CKPT` reads it); {} without one."""
+    from mars_eval.run.games_config import checkpoint_settings
+
+    return checkpoint_settings(str(ckpt))
 
 
 def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto", dtype: str = "auto") -> Any:
@@ -224,6 +246,7 @@ def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto", dtype
         params=params,
         output=str(output),
         system_options=dict(m.options),
+        task_options=dict(m.task_options) or None,
         engine=engine,
         dtype=dtype,
         prompts=meta.get("prompts"),
@@ -243,13 +266,17 @@ def games_config(spec: CurveSpec, ckpt: Path, output: Path) -> Any:
     )
 
 
-def check_spec(spec: CurveSpec, ckpt: Path) -> None:
-    """Every configuration of the curve built once (bad input is found before any work)."""
+def check_spec(spec: CurveSpec, ckpts: list[Path]) -> None:
+    """Every configuration of the curve built for each checkpoint (its own mars_eval.json), so
+    bad input is found before any work."""
     out = Path("/nonexistent-curve-check")  # only built, never written
-    for m in spec.mas:
-        mas_config(m, ckpt, out)
-    if spec.games:
-        games_config(spec, ckpt, out)
+    for ckpt in ckpts:
+        for m in spec.mas:
+            cfg = mas_config(m, ckpt, out)
+            if m.task_options:  # a setting the task does not declare, or out of its range: one line
+                cfg.make_task()
+        if spec.games:
+            games_config(spec, ckpt, out)
 
 
 async def evaluate_checkpoint_async(
@@ -313,7 +340,7 @@ def run_curve(
         points = [(s, c) for s, c in points if s in set(steps)]
     if not points:
         raise ConfigError(f"no complete checkpoint under {Path(train_dir) / 'checkpoints'}")
-    check_spec(spec, points[0][1])
+    check_spec(spec, [ckpt for _, ckpt in points])
     done = errored = 0
     for step, ckpt in points:
         for summary in evaluate_checkpoint(

@@ -16,7 +16,6 @@ count, so a later, larger or different selection reuses the finished episodes.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,13 +126,12 @@ def checkpoint_settings(model: str | None) -> dict[str, Any]:
     if not model:
         return {}
     path = Path(model) / CHECKPOINT_SETTINGS
-    if not path.is_file():
+    if not path.exists():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    from mars_eval.run.curve_checks import checkpoint_settings as checked
+    from mars_eval.run.json_files import read_object
+
+    return checked(read_object(path), str(path))  # bounded, each setting checked as its flag
 
 
 # The flags only an LLM player uses: a built-in --agent sends no text and makes no call.

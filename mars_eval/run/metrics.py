@@ -53,6 +53,25 @@ def accuracy_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, A
     return out
 
 
+def maslab_error_metrics(records: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    """Under `--errors maslab`: how many finished samples MASLab's code fails (`maslab_error`),
+    by kind, and the accuracy with them dropped (MASLab's denominators) beside `accuracy`, which
+    counts them wrong. Nothing when no sample is one (the two ways agree)."""
+    failed = [r for r in records if r.get("maslab_error") and not r.get("error")]
+    if not failed:
+        return {}
+    kinds: dict[str, int] = {}
+    for r in failed:
+        kinds[str(r["maslab_error"])] = kinds.get(str(r["maslab_error"]), 0) + 1
+    kept = accuracy_metrics([r for r in records if not r.get("maslab_error")], samples)
+    return {
+        "maslab_errors": len(failed),
+        "maslab_error_kinds": dict(sorted(kinds.items())),
+        "accuracy_dropped": kept["accuracy"],
+        "n_scored_dropped": kept["n_scored"],
+    }
+
+
 def _majority_correct(scored: list[dict[str, Any]]) -> bool:
     counts: dict[str, int] = {}
     correct_of: dict[str, bool] = {}

@@ -23,6 +23,8 @@ from mars_eval.models.base import HTTP_CLIENTS, SAMPLING_PRESETS, ConfigError, S
 from mars_eval.models.dtypes import DTYPES
 from mars_eval.models.settings import Setting
 
+ERROR_ACCOUNTING = ("ours", "maslab")  # --errors; the first is the default
+
 
 @dataclass(frozen=True)
 class RunOption(Setting):
@@ -91,6 +93,14 @@ def _default_match_system() -> str:
     from mars_eval.mas import default_match_system
 
     return default_match_system()
+
+
+def _scorer_help() -> str:
+    """`--scorer`'s help: the registered scorers (tasks.scorers), never a copy that can drift."""
+    from mars_eval.tasks.scorers import scorer_class, scorer_names
+
+    listed = "; ".join(f"{n} ({scorer_class(n).summary})" for n in scorer_names())
+    return f"How samples are scored: {listed}; or FILE.py:CLASS (docs/scoring.md)"
 
 
 def _task_prompts() -> tuple[str, ...]:
@@ -219,6 +229,23 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "max_tokens 2048, nothing else sent); explicit sampling options override it",
         choices=SAMPLING_PRESETS,
         where="preset",
+    ),  # fmt: skip
+    RunOption(
+        "errors",
+        str,
+        "ours",
+        "Error accounting: ours (every finished sample scored) or maslab (the samples MASLab's code "
+        "fails: unreadable MAD verdicts, an empty judge answer, DyLAN's early stops, TERMINATE-ended "
+        "AutoGen chats, recorded as errors not scored; accuracy shown with them wrong and dropped)",
+        choices=ERROR_ACCOUNTING,
+        identity=True,
+    ),  # fmt: skip
+    RunOption(
+        "scorer",
+        str,
+        "task",
+        _scorer_help(),
+        identity=True,  # with its settings (run.config), only when it is not `task`
     ),  # fmt: skip
     RunOption(
         "match_system",

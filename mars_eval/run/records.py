@@ -67,6 +67,7 @@ class SampleRecord(TypedDict, total=False):
 # JSON with other types (edited by hand, another tool) is skipped and named.
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "error": (str,),
+    "maslab_error": (str,),  # --errors maslab: why MASLab's code fails this finished sample
     "problem_id": (str, int),
     "sample": (int,),
     "correct": (bool, int),

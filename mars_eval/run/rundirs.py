@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.run.json_files import read_lines, read_object
 from mars_eval.run.records import EPISODE, SAMPLE
 from mars_eval.run.store import expand_record, scan_records
 
@@ -113,8 +114,14 @@ class RunDir:
 
     @cached_property
     def metrics(self) -> list[dict[str, Any]]:
-        """mars-train's metrics.jsonl rows (train runs only)."""
-        return list(read_jsonl(self.path / "metrics.jsonl"))
+        """mars-train's metrics.jsonl rows (train runs only): the lines that are JSON objects,
+        each read within `json_files.MAX_LINE_BYTES`; the others named in `metrics_skipped`."""
+        return list(read_lines(self.path / "metrics.jsonl", self.metrics_skipped))
+
+    @cached_property
+    def metrics_skipped(self) -> list[str]:
+        """metrics.jsonl lines that are not rows ("line N: why"), filled by the first read."""
+        return []
 
 
 def checkpoint_step(model: str) -> int | None:
@@ -126,20 +133,6 @@ def checkpoint_step(model: str) -> int | None:
     if text.endswith("/checkpoints/initial"):
         return 0
     return None
-
-
-def read_jsonl(path: Path) -> Iterator[Any]:
-    """Parsed lines of a JSONL file; lines that do not parse (a torn tail) are skipped."""
-    if not path.is_file():
-        return
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                yield json.loads(raw)
-            except ValueError:
-                continue
 
 
 # Record fields that hold texts (prompts, replies, transcripts): left out of `light_record`.
@@ -197,16 +190,9 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _json_object(path: Path) -> dict[str, Any]:
-    """A JSON object file's content; ConfigError saying why when it cannot be read as one."""
-    try:
-        data = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path.name}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path.name} is not JSON ({str(exc).splitlines()[0][:80]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path.name} is not a JSON object")
-    return data
+    """A JSON object file's content; ConfigError saying why when it cannot be read as one
+    (within `json_files`' bounds: size, nesting)."""
+    return read_object(path, path.name)
 
 
 def classify(path: Path) -> RunDir | None:

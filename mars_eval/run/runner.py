@@ -31,13 +31,15 @@ from mars_eval.run.config import EvalConfig, open_run, run_folder
 from mars_eval.run.failures import error_kinds, first_error, sample_error, stops_run
 from mars_eval.run.identity import data_hash, engine_kind
 from mars_eval.run.matching import find_match, match_summary
-from mars_eval.run.metrics import accuracy_metrics
+from mars_eval.run.metrics import accuracy_metrics, maslab_error_metrics
 from mars_eval.run.outcomes import mark_outcome, outcome_summary
 from mars_eval.run.progress import RunProgress
+from mars_eval.run.scoring import Scoring, prepare_scoring
 from mars_eval.run.store import RunStore, StoreError
 from mars_eval.run.units import run_all
 from mars_eval.tasks import load_problems
 from mars_eval.tasks.base import Problem, Task
+from mars_eval.tasks.scorers import ScoreInput, task_verdict
 from mars_eval.textsafe import plain
 from mars_eval.textsafe import shown as escape  # markup escaped, control characters shown
 
@@ -101,23 +103,24 @@ def sample_key(problem: Problem, k: int) -> str:
     return f"{problem.id}#{k}"
 
 
-async def score_sample(task: Task, answer: str | None, gold: str) -> bool:
-    """The task's verdict: inline when it needs no blocking work (`Task.quick_score`), else
-    `score` in a worker thread, so a slow math-verify check never stalls the event loop."""
-    quick = getattr(task, "quick_score", None)
-    verdict = quick(answer, gold) if quick is not None else None
-    if verdict is not None:
-        return verdict
-    return await asyncio.to_thread(task.score, answer, gold)
+score_sample = task_verdict  # the task's verdict (tasks.scorers), under its older name
 
 
 async def solve_one(
-    system: System, task: Task, problem: Problem, k: int, client: ModelClient, cfg: EvalConfig
+    system: System,
+    task: Task,
+    problem: Problem,
+    k: int,
+    client: ModelClient,
+    cfg: EvalConfig,
+    scoring: Scoring | None = None,
 ) -> dict[str, Any]:
     """Run one sample; never raises for model, scorer or system failures: they become `error`.
 
     A context overflow is the system's own failure, not an error: the sample is scored wrong
-    and counted (`mars_eval.run.outcomes`), as are replies cut off by max_tokens.
+    and counted (`mars_eval.run.outcomes`), as are replies cut off by max_tokens. `scoring`:
+    the run's scorer (None: the task's own); a scorer other than the default stores its
+    verdict's detail as the record's `score` (the judge: its verdict and raw reply).
     """
     key = sample_key(problem, k)
     ctx = SampleContext(client=client, params=cfg.params, sample_key=key, seed=cfg.seed)
@@ -139,9 +142,20 @@ async def solve_one(
         record.update(
             answer=result.answer, how=result.how, final_text=result.final_text, details=result.details
         )
-        if result.answer is not None:
-            record["answer_key"] = task.canonical(result.answer)
-        record["correct"] = await score_sample(task, result.answer, problem.gold)
+        why = system.maslab_error(result, ctx.transcript) if cfg.errors == "maslab" else None
+        if why is not None:  # MASLab's error: no response there, so not scored (counted wrong or dropped)
+            record.update(correct=False, maslab_error=why)
+        else:
+            if result.answer is not None:
+                record["answer_key"] = task.canonical(result.answer)
+            if scoring is None or scoring.default:
+                record["correct"] = await task_verdict(task, result.answer, problem.gold)
+            else:
+                item = ScoreInput(problem.prompt, problem.gold, result.answer, result.final_text, key)
+                verdict = await scoring.score(task, item)
+                record["correct"] = verdict.correct
+                if verdict.detail is not None:
+                    record["score"] = verdict.detail
     except Exception as exc:  # classified once for every command (mars_eval.run.failures)
         if stops_run(exc):
             raise  # the run folder cannot be written, or the model cannot be loaded: the run stops
@@ -229,10 +243,12 @@ async def run_eval(
     def say(line: str) -> None:
         console.print(escape(line), highlight=False, soft_wrap=True)  # one line, never wrapped
 
+    scoring: Scoring | None = None
     try:
         if not lazy:
             await client.check()
         model_name = cfg.model or client.model
+        scoring = await prepare_scoring(cfg, client)  # the judge checked and named, before the folder
         matched = system.matched_option
         if matched is not None and cfg.system_options.get(matched) is None:
             # compute-matched (vote): the option's value comes from a finished run of another system
@@ -243,6 +259,7 @@ async def run_eval(
         system.bind(client, model_name)
         made = _missing_folders(Path(cfg.output))  # what open_run creates: removed again if nothing ran
         store = open_run(cfg, system.name, model_name, engine_kind(client), loaded, say)
+        scoring.cached(store)
         try:
             return await _run(
                 cfg,
@@ -254,6 +271,7 @@ async def run_eval(
                 console,
                 progress,
                 on_record=on_record,
+                scoring=scoring,
             )
         except ConfigError:
             # The model could not be loaded at its first call: leave no empty run folder behind.
@@ -266,6 +284,8 @@ async def run_eval(
         finally:
             store.close()
     finally:
+        if scoring is not None:
+            await scoring.aclose()
         if close_client:
             await client.aclose()
 
@@ -300,6 +320,7 @@ async def _run(
     console: Console,
     show_progress: bool,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    scoring: Scoring | None = None,
 ) -> dict[str, Any]:
     # Everything alive now (imported libraries, the dataset) lives for the whole run: freezing
     # it keeps the cyclic GC from rescanning it hundreds of times (about 0.6 ms of CPU per call).
@@ -341,7 +362,7 @@ async def _run(
             bar.seed(rec)
 
         async def run_unit(problem: Problem, k: int) -> None:
-            record = await solve_one(system, task, problem, k, client, cfg)
+            record = await solve_one(system, task, problem, k, client, cfg, scoring)
             store.append(record)
             bar.advance(record)
             if on_record is not None:
@@ -354,8 +375,10 @@ async def _run(
             beat.cancel()
             gc.unfreeze()
     if resuming:
+        judge = scoring.client if scoring is not None else None
+        said = f"; judge calls: {judge.reused} reused, {judge.sent} sent" if judge is not None else ""
         console.print(
-            f"resumed: {done_calls + client.reused} stored calls reused, {client.sent} sent",
+            f"resumed: {done_calls + client.reused} stored calls reused, {client.sent} sent{said}",
             markup=False,
             highlight=False,
         )
@@ -365,6 +388,7 @@ async def _run(
     summary = summarize(cfg, task, system, store, records, len(problems), store.stop_clock(), client.sent)
     summary["wall_seconds_this_run"] = round(store.wall_seconds() - store.wall_before, 3)
     summary.update(engine_facts(client))
+    summary.update(scoring.summary() if scoring is not None else {})
     store.write_summary(summary)
     return summary
 
@@ -402,6 +426,7 @@ def summarize(
         "n": n_problems,
         "samples": cfg.samples,
         **accuracy_metrics(records, cfg.samples),
+        **maslab_error_metrics(records, cfg.samples),
         **outcome_summary(records, getattr(task, "choices", None), system.counts),
         "errors": len(errors),
         "error_kinds": error_kinds(errors),

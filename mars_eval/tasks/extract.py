@@ -49,6 +49,8 @@ _LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022]|step\s+\d+\s*[:.])(?:\s+|$)"
 _CONCLUSION = re.compile(r"^(?:therefore|thus|hence|so)\b", re.IGNORECASE)
 _ENUMERATION_END = re.compile(rf"{_NUM}\s*,\s*{_NUM}\s*,\s*{_NUM}\s*,?\s*$")  # "... 192, 4": cut mid-list
 _OPERAND = re.compile(r"\s*[*/+^×-]\s*\S")  # the number is an operand, not a result
+# Markdown emphasis around a span ("we get **204**."): formatting, not an operator.
+_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 # A line ending on a word that cannot end a sentence was cut off mid-sentence.
 _CUT_OFF_END = re.compile(
     r"\b(?:a|an|the|of|for|to|by|in|on|at|with|from|and|or|is|are|was|were|that|which|there|each|"
@@ -193,7 +195,9 @@ def extract_math_answer(text: str | None) -> str | None:
 
 
 def _final_line_number(line: str, before: str = "") -> str | None:
-    """Rule 3: the last number of the final line, when that line reads as a conclusion."""
+    """Rule 3: the last number of the final line, when that line reads as a conclusion.
+    Bold markers around a span are dropped first ("we get **204**." is 204, not an operand)."""
+    line = _EMPHASIS.sub(r"\2", line)
     if _HEDGED_NUMBERS.search(line) is not None:
         return None
     if line.count("(") > line.count(")") or line.replace("\\$", "").count("$") % 2:

@@ -67,7 +67,8 @@ class MathTask:
         return [self._problem(row) for row in rows]
 
     def _problem(self, row: dict[str, Any]) -> Problem:
-        question = str(row["problem"]).strip()
+        question = str(row["problem"])
+        question = question if self.prompts.bare else question.strip()  # bare: as the data holds it
         raw_id = row.get(self.id_column) if self.id_column else None
         pid = str(raw_id) if raw_id is not None and str(raw_id).strip() else text_id(self.name, question)
         meta = {c: row[c] for c in self.meta_columns if c in row}

@@ -24,6 +24,12 @@ def check_task_prompt(style: str) -> str:
     return style
 
 
+def is_bare(task: object) -> bool:
+    """Whether a task words its prompts `bare` (the question as the references send it)."""
+    prompts = getattr(task, "prompts", None)
+    return isinstance(prompts, TaskPrompts) and prompts.bare
+
+
 @dataclass
 class TaskPrompts:
     """A pack's task templates in one style."""
@@ -42,11 +48,11 @@ class TaskPrompts:
         return "" if self.bare else self.pack.render("tasks.math.format")
 
     def math(self, question: str) -> str:
-        """The prompt of a math problem (its bare text under `bare`)."""
-        question = question.strip()
+        """The prompt of a math problem (its bare text under `bare`, whitespace as the data holds
+        it: MASLab sends the query as is)."""
         if self.bare:
             return self.pack.render("tasks.math.bare", question=question)
-        return self.pack.render("tasks.math.prompt", question=question, format=self.math_format())
+        return self.pack.render("tasks.math.prompt", question=question.strip(), format=self.math_format())
 
     def gpqa_format(self) -> str:
         return "" if self.bare else self.pack.render("tasks.gpqa.format")

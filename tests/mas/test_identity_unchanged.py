@@ -16,8 +16,13 @@ from mars_eval.run.store import config_hash
 CASES = json.loads((Path(__file__).parent / "data" / "identity_before_registry.json").read_text())
 # Systems whose conversation changed since, on purpose (a protocol bump): what their identity
 # gained. Their folders are new ones, and the old ones are not resumed (legacy hash differs).
-# dylan 2 (issue 27): the main variant by default for every task but math500.
-CHANGED = {"dylan": {"dylan_variant": "auto", "dylan_shuffle": "sample", "protocol": 2}}
+# dylan 2 (issue 27): the main variant by default for every task but math500. agentverse 3 and
+# macnet 2 (issue 42): expert roles as MASLab's regex finds them; temperatures not rounded.
+CHANGED = {
+    "dylan": {"dylan_variant": "auto", "dylan_shuffle": "sample", "protocol": 2},
+    "agentverse": {"protocol": 3},
+    "macnet": {"protocol": 2},
+}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c['system']}-{c['engine']}-{sorted(c['options'])}")

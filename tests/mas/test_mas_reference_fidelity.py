@@ -196,7 +196,7 @@ def test_agentverse_views_are_maslabs(tmp_path, scripted_server):
     assert _said(sent[13]) == [SOLVER + "T0", CRITIC + "D1", SOLVER + "T1"]
     assert _said(sent[15]) == [CRITIC + "D1", SOLVER + "T1", SOLVER + f"T2 \\boxed{{{g[2]}}}"]
     config = json.loads((Path(s["run_dir"]) / "config.json").read_text())
-    assert config["protocol"] == 2
+    assert config["protocol"] == 3
 
 
 def test_agentverse_second_critic_sees_the_first_critics_critique(tmp_path, scripted_server):
@@ -223,11 +223,11 @@ def test_agentverse_second_critic_sees_the_first_critics_critique(tmp_path, scri
     assert len(policy.sent[1]) == 5
 
 
-@pytest.mark.parametrize("system", ["mad", "agentverse"])
+@pytest.mark.parametrize("system", ["mad", "agentverse", "macnet"])
 def test_protocols_are_bumped(system):
     from mars_eval.mas.registry import system_class
 
-    assert system_class(system).protocol == {"mad": 4, "agentverse": 2}[system]
+    assert system_class(system).protocol == {"mad": 4, "agentverse": 3, "macnet": 2}[system]
 
 
 def test_agentverse_max_calls_is_the_most_a_sample_makes():

@@ -28,6 +28,8 @@ def other_value(spec: SamplingSpec) -> Any:
     """A value of `spec` other than its default (and other than BASE's), inside its range."""
     if spec.type is bool:
         return not getattr(BASE, spec.name)
+    if spec.choices:
+        return next(c for c in spec.choices if c != getattr(BASE, spec.name))
     if spec.name == "seed":
         return 1234
     current = getattr(BASE, spec.name)
@@ -46,7 +48,7 @@ def changed(spec: SamplingSpec) -> SamplingParams:
 def test_every_field_is_declared_somewhere_it_goes() -> None:
     for spec in SPECS:
         goes = (spec.http, spec.hf, spec.vllm)
-        assert any(where is not None for where in goes) or spec.name == "thinking"
+        assert any(where is not None for where in goes) or spec.reply or spec.name == "thinking"
         assert spec.help and spec.check(spec.default) == spec.default
 
 
@@ -62,6 +64,10 @@ def test_field_reaches_the_http_body(spec: SamplingSpec) -> None:
         assert extra[spec.name] == value
         strict = HTTPClient.request_kwargs(params, strict=True)
         assert spec.name not in strict and spec.name not in strict["extra_body"]
+    elif spec.reply:  # read when the reply comes back: never sent
+        assert spec.name not in body and spec.name not in extra
+        assert params.to_dict()[spec.name] == value  # in the calls' keys and the identity
+        return
     else:  # thinking: the chat template's switch
         assert extra["chat_template_kwargs"] == {"enable_thinking": value}
     # Left out when the preset omits it (the maslab preset's server defaults).

@@ -163,6 +163,62 @@ class ChoicePolicy:
         return render(style, letter, decoy=decoy, seed=req.seed)
 
 
+JUDGE_STYLES = ("word", "bracketed", "chatty")  # Correct | [Correct] | a sentence (unreadable)
+_JUDGE_PARTS = re.compile(
+    r"Response:\n<<<\n(?P<response>.*)\n>>>\n\nReference answer: (?P<gold>[^\n]*)", re.S
+)
+
+
+def judge_key(text: str) -> str:
+    """A naive judge's reading of an answer: the last \\boxed{} (else the last number, else the
+    text), without $, spaces or case."""
+    boxed = re.findall(r"\\boxed\{([^{}]*)\}", text)
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", text)
+    found = boxed[-1] if boxed else numbers[-1] if numbers else text
+    return "".join(found.replace("$", "").split()).lower()
+
+
+class JudgePolicy:
+    """A scripted LLM judge for the prompt `scoring.judge` of the pack `ours`: "Correct" when the
+    response's last \\boxed{} (else its last number) equals the reference answer as text, else
+    "Incorrect" (so 0.5 against \\frac{1}{2} is Incorrect, where math-verify agrees). Requests
+    that are not judge prompts go to `inner` (the system's policy). `style`: how the verdict is
+    written (JUDGE_STYLES); `verdicts`: a substring of the response -> the verdict to give."""
+
+    def __init__(
+        self, inner: Policy | None = None, style: str = "word", verdicts: dict[str, bool] | None = None
+    ) -> None:
+        if style not in JUDGE_STYLES:
+            raise ValueError(f"unknown judge style {style!r}; choose one of {JUDGE_STYLES}")
+        self.inner = inner or AnswerPolicy()
+        self.style = style
+        self.verdicts = verdicts or {}
+        self.judged = 0  # judge prompts answered
+
+    @staticmethod
+    def is_judge_prompt(prompt: str) -> bool:
+        return "\nReference answer: " in prompt and prompt.rstrip().endswith("Verdict:")
+
+    def verdict(self, prompt: str) -> bool:
+        m = _JUDGE_PARTS.search(prompt)
+        if m is None:
+            return False
+        response, gold = m.group("response"), m.group("gold")
+        forced = next((v for k, v in self.verdicts.items() if k in response), None)
+        return forced if forced is not None else judge_key(response) == judge_key(gold)
+
+    def __call__(self, req: ScriptedRequest) -> Reply | str:
+        if not self.is_judge_prompt(req.prompt):
+            return self.inner(req)
+        self.judged += 1
+        word = "Correct" if self.verdict(req.prompt) else "Incorrect"
+        if self.style == "bracketed":
+            return Reply(content=f"[{word}]")
+        if self.style == "chatty":
+            return Reply(content=f"Having read it twice, I would call the response {word.lower()}.")
+        return Reply(content=word)
+
+
 Policy = Callable[[ScriptedRequest], "Reply | str"]
 
 

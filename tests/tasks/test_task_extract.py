@@ -27,6 +27,10 @@ from mars_eval.tasks.extract import extract_choice_letter, extract_math_answer, 
         ("The final answer is $\\dfrac{3}{4}$.", "\\dfrac{3}{4}"),
         ("The final answer is 42 because the pattern repeats.", "42"),
         ("**Answer:** 073", "073"),
+        ("After careful counting we get **204**.", "204"),  # a bold final number (issue 42 item 5)
+        ("So there are __17__ ways", "17"),
+        ("**204**", "204"),
+        ("Then **x** is 3 * y", None),  # still an operand, bold or not
         ("Answer: \\(x^2+1\\)", "x^2+1"),
         ("Answer: 5. Hmm, no. Final answer: 6", "6"),  # the last stated answer wins
         ("Therefore, she has 12 apples left.", "12"),  # last number on the final line

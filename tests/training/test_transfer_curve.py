@@ -141,6 +141,23 @@ def test_mas_eval_entries_and_bad_input(tmp_path):
     assert not (tmp_path / "r" / "checkpoints").exists()
 
 
+def test_mas_eval_task_options_reach_the_task(tmp_path):
+    """`task_options = { arith_steps = 1 }` in a [[mas_eval]] table is `mars-eval mas
+    --arith-steps 1`: the run's task takes one operation per problem; a setting the task does not
+    declare, or out of its range, is one line before any work."""
+    from mars_eval.run.curve import CurveSpec, check_spec, mas_config
+
+    [entry] = parse_mas([{"system": "single", "task": "arith", "task_options": {"arith_steps": 1}}])
+    cfg = mas_config(entry, tmp_path, tmp_path / "out")
+    assert cfg.task_options == {"arith_steps": 1} and cfg.make_task().steps == 1
+    plain = mas_config(parse_mas(["single:arith"])[0], tmp_path, tmp_path / "out")
+    assert plain.task_options is None and plain.make_task().steps == 0
+    for bad, needle in (({"arith_steps": 7}, "arith-steps"), ({"nope": 1}, "nope")):
+        spec = CurveSpec(mas=parse_mas([{"system": "single", "task": "arith", "task_options": bad}]))
+        with pytest.raises(ConfigError, match=needle):
+            check_spec(spec, [tmp_path])
+
+
 def test_curve_checkpoints_survive_pruning(tmp_path):
     from training.checkpoint import prune_step_checkpoints
 

@@ -82,7 +82,7 @@ def test_warm_start_lowers_the_loss_and_logs_rates(micro, tmp_path) -> None:
     summary = format_warmstart(model, tok, cfg, pack=None, log=lambda *_: None, metrics_path=lines)
     rows = [json.loads(x) for x in lines.read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(1, 7))
-    assert all(r["kl"] >= -1e-6 and r["loss"] > 0 for r in rows)
+    assert all(r["kl"] >= -1e-6 and r["loss"] > 0 and r["step_s"] > 0 for r in rows)
     assert rows[-1]["kl"] < rows[0]["kl"]
     assert {"invalid_rate", "malformed_rate"} <= set(rows[2]) and "invalid_rate" not in rows[0]
     assert 0 <= summary["invalid_rate_last"] <= 1 and summary["format_warmstart_steps"] == 6
@@ -119,9 +119,12 @@ def test_smollm2_learns_the_format(monkeypatch) -> None:
     path = pull_real_model()
     for key, value in THREADS.items():
         monkeypatch.setenv(key, value)
+    from training.chat_template import apply_chat_system_prompt
+
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     cfg = replace(build_config("smol"), format_warmstart_steps=6, format_warmstart_eval_every=6)
+    assert apply_chat_system_prompt(tok, cfg.chat_system_prompt)  # the prompts the trainer uses
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     cfg = replace(cfg, format_warmstart_eval_positions=8)
     summary = format_warmstart(model, tok, cfg, pack=None, log=lambda *_: None)
     assert summary["invalid_rate_first"] >= 0.75

@@ -4,9 +4,10 @@
 no-code assistant message (methods/autogen/prompt.py), llm_debate's messages
 (methods/llm_debate/llm_debate_main.py), DyLAN's (methods/dylan: the math and the main variant),
 AgentVerse's and MacNet's prompts, and the GPQA / AIME query format of
-datasets/build_test_dataset.py. Module constants have their markers (`##debate_topic##`,
-`${query}`, ...) turned into our placeholders by the tables below; a marker or constant
-missing stops the import with one line.
+datasets/build_test_dataset.py, and where the checkout has it, the LLM judge's prompt
+(evaluations/evaluate_xverify.py, `importers.maslab_judge`). Module constants have their
+markers (`##debate_topic##`, `${query}`, ...) turned into our placeholders by the tables below;
+a marker or constant missing stops the import with one line.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.prompts import PromptPack, YamlRefused, bounded_yaml_loader
+from mars_eval.prompts.importers.maslab_judge import has_judge, maslab_judge
 from mars_eval.prompts.importers.reading import (
     ImportFailure,
     assigned,
@@ -402,12 +404,14 @@ def import_maslab(path: str | Path) -> PromptPack:
         _maslab_macnet,
     ):
         imported.update(shielded(step, root))
+    if has_judge(root):  # a later MASLab than 4ecccf5: its LLM judge's prompt (importers.maslab_judge)
+        imported.update(shielded(maslab_judge, root))
     return make_pack(
         "maslab",
         MASLAB_REPO,
         root,
         imported,
         "MASLab's prompt text (MAD, AutoGen, llm_debate, DyLAN, AgentVerse, MacNet, the GPQA/AIME "
-        "queries), imported from a "
+        "queries, the LLM judge's prompt where the checkout has it), imported from a "
         "local checkout; every other template is the pack 'ours'.",
     )

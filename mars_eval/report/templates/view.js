@@ -216,9 +216,19 @@ async function comparePage() {
     const st = c.stats;
     out.push(el("p", { id: "paired" }, `paired on ${num(st.n_paired)} problems (${num(st.n_pairs)} samples): A ${pct(st.accuracy_a)}%, B ${pct(st.accuracy_b)}%, B − A ${pct(st.delta)} points [${pct(st.ci_low)}, ${pct(st.ci_high)}], p = ${st.p_value === null ? "–" : st.p_value.toPrecision(3)} (${st.test_name}); right only in A ${st.right_only_in_a}, only in B ${st.right_only_in_b}`));
   }
+  if (c.games) {
+    const gh = el("tr", {}, ["game", "opponent", "seat", "episodes", "A wins", "B wins", "B − A (points)", "p", "A return", "B return", "B − A return", "p"].map((h) => el("th", { class: "l" }, h)));
+    const fixed = (x) => (x === null || x === undefined ? "–" : x.toFixed(3));
+    const pv = (x) => (x === null || x === undefined ? "–" : x.toPrecision(3));
+    const gr = c.games.map((g) => el("tr", { class: "game-row" }, [g.game, g.opponent, g.seat, num(g.n_paired), `${pct(g.win_rate_a)}%`, `${pct(g.win_rate_b)}%`,
+      `${pct(g.delta_win_rate)}${interval(g.win_ci_low, g.win_ci_high)}`, pv(g.win_p_value), fixed(g.mean_return_a), fixed(g.mean_return_b),
+      `${fixed(g.delta_return)} [${fixed(g.ci_low)}, ${fixed(g.ci_high)}]`, pv(g.p_value)].map((v) => el("td", { class: "l" }, v))));
+    out.push(el("table", { id: "games-paired" }, el("thead", {}, gh), el("tbody", {}, gr)));
+  }
   out.push(el("p", { class: "meta" }, `only in A: ${c.only_in_a} · only in B: ${c.only_in_b}`));
   out.push(el("form", { class: "filters" }, el("select", { name: "only", on: { change: (e) => navigate(url("/compare", { a, b, only: e.target.value })) } },
     [["disagree", "where they disagree"], ["errored", "errored in either"], ["all", "every pair"]].map(([v, t]) => el("option", { value: v, selected: v === only }, t)))));
+  if (c.kind === "games") return out.concat(gamePairs(c, a, b, only));
   const head = el("tr", {}, ["problem", "sample", "A", "A's answer", "B", "B's answer", "gold"].map((h) => el("th", { class: "l" }, h)));
   const rows = c.pairs.map((pr) => {
     const [wa, ca] = verdictOf(pr.a), [wb, cb] = verdictOf(pr.b);
@@ -231,6 +241,19 @@ async function comparePage() {
   out.push(el("table", { id: "pairs" }, el("thead", {}, head), el("tbody", {}, rows)));
   out.push(pager(c, (n) => navigate(url("/compare", { a, b, only, page: n }))));
   return out;
+}
+
+function gamePairs(c, a, b, only) {
+  const head = el("tr", {}, ["game", "opponent", "seat", "episode seed", "A", "A's return", "B", "B's return"].map((h) => el("th", { class: "l" }, h)));
+  const rows = c.pairs.map((pr) => {
+    const [wa, ca] = verdictOf(pr.a), [wb, cb] = verdictOf(pr.b);
+    return el("tr", { class: "pair" }, [pr.game, pr.opponent, pr.seat, pr.seed].map((v) => el("td", { class: "l" }, v)),
+      el("td", { class: `l ${ca}` }, el("a", { href: url("/sample", { run: a, key: pr.a.key }) }, pr.a.error ? wa : pr.a.outcome ?? wa)), el("td", { class: "l" }, pr.a.agent_return),
+      el("td", { class: `l ${cb}` }, el("a", { href: url("/sample", { run: b, key: pr.b.key }) }, pr.b.error ? wb : pr.b.outcome ?? wb)), el("td", { class: "l" }, pr.b.agent_return));
+  });
+  return [el("p", { class: "meta", id: "count" }, `${num(c.total)} episode pair(s) · page ${c.page} of ${c.pages}`),
+    el("table", { id: "pairs" }, el("thead", {}, head), el("tbody", {}, rows)),
+    pager(c, (n) => navigate(url("/compare", { a, b, only, page: n })))];
 }
 
 // --- drawing and live updates ------------------------------------------------------------------
