@@ -2,12 +2,17 @@
 
     python benchmarks/bench_real_model.py engine    # in-process engine vs transformers' generate
     python benchmarks/bench_real_model.py threads   # OpenMP wait policy beside a busy neighbour
+    python benchmarks/bench_real_model.py targets [1 8 32]   # issue 39 item 7, in one run
 
 `engine`: the same prompts (arith questions in the chat template), greedy, the same new-token
 count, one batch: tokens/s of `TransformersEngine` (continuously batched chat calls) against one
 left-padded `model.generate` call. `threads`: generate tokens/s in a fresh process per setting
 (OpenMP reads its settings at start), with the machine as it is and beside one process that
 keeps a core busy; the figure of merit is busy / idle (target >= 0.4).
+`targets`: the machine's fp32 GEMM GFLOP/s and memory bandwidth (the physical bounds per token),
+then at each batch raw `generate` (fp32 and bf16; the tokens each row keeps up to its end
+token, as a static batch gives them) and our engine at that concurrency, per second and per
+CPU-second (`time.process_time`, all threads), peak RSS and load averages.
 Needs `mars-eval models pull smollm2-135m-instruct` first.
 """
 
@@ -82,6 +87,132 @@ def bench_engine(batch: int) -> None:
     print(json.dumps(row))
 
 
+def machine_bounds(threads: int) -> dict:
+    """fp32 GEMM GFLOP/s (1024 x 1024 matmuls) and memory bandwidth (a 256 MB copy), with
+    `threads` torch threads: a batch-1 token is bandwidth-bound (the weights read once), a large
+    batch compute-bound (2 x parameters FLOP a token)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a @ b
+    n, started = 0, time.perf_counter()
+    while time.perf_counter() - started < 1.0:
+        a @ b
+        n += 1
+    gflops = n * 2 * 1024**3 / (time.perf_counter() - started) / 1e9
+    src = torch.ones(64 * 2**20)  # 256 MB of fp32
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    n, started = 0, time.perf_counter()
+    while time.perf_counter() - started < 1.0:
+        dst.copy_(src)
+        n += 1
+    gbs = n * 2 * src.numel() * 4 / (time.perf_counter() - started) / 1e9  # read + write
+    return {"threads": threads, "gemm_gflops": round(gflops, 1), "bandwidth_gbs": round(gbs, 1)}
+
+
+def _timed(fn) -> tuple[object, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def generate_kept(folder: str, chats, new_tokens: int, dtype: str) -> dict:
+    """One left-padded `generate` over the batch, greedy, up to `new_tokens`: the tokens each row
+    keeps (to its end token) per second and per CPU-second, as a user of static batches gets."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mars_eval.models.transformers_engine import reply_length
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.padding_side = "left"
+    lm = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype)).eval()
+    texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in chats]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = {k: enc[k] for k in ("input_ids", "attention_mask")}
+    eos_cfg = lm.generation_config.eos_token_id
+    eos = {tok.eos_token_id} | set(eos_cfg if isinstance(eos_cfg, list) else [eos_cfg])
+    with torch.inference_mode():
+        lm.generate(**enc, max_new_tokens=2, do_sample=False, pad_token_id=tok.pad_token_id)  # warm-up
+        out, wall, cpu = _timed(
+            lambda: lm.generate(
+                **enc, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+            )
+        )
+    width = enc["input_ids"].shape[1]
+    kept = sum(reply_length(row[width:].tolist(), new_tokens, eos)[0] for row in out)
+    return {"tokens": kept, "tok_s": kept / wall, "tok_cpu_s": kept / cpu}
+
+
+def engine_kept(folder: str, chats, new_tokens: int, dtype: str) -> dict:
+    """The same prompts as concurrent chat calls to the in-process engine (continuous batching)."""
+    from mars_eval.models import SamplingParams
+    from mars_eval.models.transformers_engine import TransformersEngine
+
+    engine = TransformersEngine(folder, dtype=dtype, max_batch=max(64, len(chats)))
+    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, thinking=False)
+
+    async def go():
+        await engine.chat(chats[0], SamplingParams(max_tokens=2, temperature=0.0, thinking=False))
+        replies, wall, cpu = await _timed_async(asyncio.gather(*(engine.chat(c, params) for c in chats)))
+        await engine.aclose()
+        kept = sum(r.completion_tokens for r in replies)
+        return {"tokens": kept, "tok_s": kept / wall, "tok_cpu_s": kept / cpu}
+
+    return asyncio.run(go())
+
+
+async def _timed_async(awaitable):
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = await awaitable
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def bench_targets(batches: list[int], new_tokens: int = 128) -> None:
+    """Issue 39 item 7 in one run: the machine's bounds, raw `generate` in fp32 and bf16 and our
+    engine (fp32 and bf16) at each batch/concurrency, peak RSS and the load average."""
+    import resource
+
+    import torch
+
+    folder = resolve_model(MODEL)
+    from transformers import AutoModelForCausalLM
+
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(folder).parameters())
+    bounds = machine_bounds(torch.get_num_threads())
+    bounds["batch1_bound_tok_s"] = round(bounds["bandwidth_gbs"] * 1e9 / 2 / (4 * params), 1)  # read only
+    bounds["compute_bound_tok_s"] = round(bounds["gemm_gflops"] * 1e9 / (2 * params), 1)
+    print(json.dumps({"machine": bounds, "params": params, "load": os.getloadavg()}))
+    rows = []
+    for batch in batches:
+        chats = _mixed(batch)
+        for dtype in ("float32", "bfloat16"):
+            gen = generate_kept(folder, chats, new_tokens, dtype)
+            ours = engine_kept(folder, chats, new_tokens, dtype)
+            row = {"batch": batch, "dtype": dtype, "load": round(os.getloadavg()[0], 2)}
+            row.update({f"generate_{k}": round(v, 1) for k, v in gen.items()})
+            row.update({f"engine_{k}": round(v, 1) for k, v in ours.items()})
+            row["engine_over_generate_cpu"] = round(ours["tok_cpu_s"] / gen["tok_cpu_s"], 2)
+            row["engine_share_of_compute_bound"] = round(ours["tok_s"] / bounds["compute_bound_tok_s"], 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_rss_mb": round(rss_mb), "load": os.getloadavg()}))
+
+
+def _mixed(n: int) -> list[list[dict[str, str]]]:
+    """`n` prompts: arith problems, every other one a short question (replies of mixed lengths,
+    where a static batch waits for its longest row)."""
+    arith = prompts(n)
+    short = [
+        [{"role": "user", "content": f"Name a colour that starts with the letter {chr(65 + i % 26)}."}]
+        for i in range(n)
+    ]
+    return [short[i] if i % 2 else arith[i] for i in range(n)]
+
+
 def _child() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -106,9 +237,14 @@ def _measure(env: dict[str, str]) -> dict:
 
 
 def bench_threads() -> None:
+    """Each wait policy and thread count, in a fresh process, with the machine as it is and beside
+    one process that keeps a core busy (what `threads.free_cpus` decides from)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
-    for policy in ("ACTIVE", "PASSIVE"):
-        env = dict(base, OMP_WAIT_POLICY=policy)
+    cpus = len(os.sched_getaffinity(0))
+    settings = [("ACTIVE", cpus), ("PASSIVE", cpus)] + ([("PASSIVE", 1)] if cpus > 1 else [])
+    for policy, threads in settings:
+        env = dict(base, OMP_WAIT_POLICY=policy, OMP_NUM_THREADS=str(threads))
+        load = os.getloadavg()[0]
         idle = _measure(env)
         spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
@@ -116,8 +252,9 @@ def bench_threads() -> None:
         finally:
             spin.kill()
             spin.wait()
-        row = {"OMP_WAIT_POLICY": policy, "threads": idle["threads"], "idle_tok_s": round(idle["tok_s"], 1)}
-        row.update(busy_tok_s=round(busy["tok_s"], 1), busy_over_idle=round(busy["tok_s"] / idle["tok_s"], 2))
+        row = {"OMP_WAIT_POLICY": policy, "threads": idle["threads"], "load_before": round(load, 2)}
+        row.update(as_is_tok_s=round(idle["tok_s"], 1), busy_tok_s=round(busy["tok_s"], 1))
+        row["busy_over_as_is"] = round(busy["tok_s"] / idle["tok_s"], 2)
         print(json.dumps(row))
 
 
@@ -127,6 +264,8 @@ if __name__ == "__main__":
         _child()
     elif what == "threads":
         bench_threads()
+    elif what == "targets":
+        bench_targets([int(x) for x in sys.argv[2:]] or [1, 8, 32])
     else:
         for b in [int(x) for x in sys.argv[2:]] or [1, 8]:
             bench_engine(b)

@@ -215,6 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     from mars_eval.models.threads import apply_cpu_thread_policy
 
     apply_cpu_thread_policy()  # before torch loads (a passive OpenMP wait: mars_eval.models.threads)
+    # Training keeps one thread count for the whole run (all cores, torch's default): the curve's
+    # in-process evaluations would otherwise fit their threads to the load of the moment, and a
+    # resumed run must compute as the first one did.
+    os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     from training import distributed as dist
 
     if not dist.launched_by_torchrun():  # under torchrun SIGTERM is the agent's: left as it is

@@ -4,21 +4,77 @@ torch runs one intra-op thread per core through OpenMP. With OpenMP's active wai
 that finishes its slice spins until the others finish; when another process holds one of the
 cores, the spinning threads and the descheduled one take turns and a small model's step can
 get 5-10x slower (issue 25, item 7: 16-18 steps/s fell to 1.3-2.4). A passive wait sleeps
-instead, so the threads keep what the neighbour leaves. The thread count stays torch's own
-(all cores), so an idle machine is used whole.
+instead, so the threads keep what the neighbour leaves (`apply_cpu_thread_policy`, first thing
+in the command-line entry points: OpenMP reads it once, when torch is imported).
 
-Override: set OMP_WAIT_POLICY (ACTIVE to spin again) or OMP_NUM_THREADS (the thread count)
-in the environment; what is set there is kept. They are read when OpenMP starts (when torch
-is imported), so `apply_cpu_thread_policy` runs first thing in the command-line entry points.
+The thread count is the cores that are free when a model is loaded on the CPU (`fit_cpu_threads`:
+the cores this process may use less those other work kept busy over the last 0.2 s, from
+/proc/stat, at least 1): an idle machine is used whole, and on a busy one our threads do not
+queue behind the neighbour's (measured in results/benchmarks.md, "CPU threads"). A load average
+would be the wrong signal: it trails by a minute, so the second command of a quick start would
+see the first one's load.
+
+Override: set OMP_WAIT_POLICY (ACTIVE to spin again) or OMP_NUM_THREADS (the thread count) in
+the environment; what is set there is kept.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from typing import Any
 
 WAIT_POLICY = "PASSIVE"
+SAMPLE_S = 0.2  # how long the CPU is watched before a model is loaded
 
 
 def apply_cpu_thread_policy() -> None:
     """OMP_WAIT_POLICY=PASSIVE unless the environment says otherwise (before torch is imported)."""
     os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all cores from /proc/stat's first line; None without it."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    if len(fields) < 4:
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already inside user
+    return total - idle, total
+
+
+def busy_cores(window_s: float = SAMPLE_S) -> float | None:
+    """Cores kept busy (by any process) over the next `window_s` seconds; None when unknown."""
+    first = _cpu_times()
+    if first is None:
+        return None
+    time.sleep(window_s)
+    second = _cpu_times()
+    if second is None or second[1] <= first[1]:
+        return None
+    share = (second[0] - first[0]) / (second[1] - first[1])
+    return share * (os.cpu_count() or 1)
+
+
+def free_cpus(window_s: float = SAMPLE_S) -> int:
+    """Cores this process may use that no other work holds now, at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    busy = busy_cores(window_s)
+    if busy is None:
+        return cpus
+    return max(1, min(cpus, cpus - int(busy + 0.5)))
+
+
+def fit_cpu_threads(torch: Any) -> int:
+    """Set torch's intra-op threads to the free cores, unless OMP_NUM_THREADS says how many;
+    the count in use is returned."""
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(free_cpus())
+    return torch.get_num_threads()

@@ -146,6 +146,7 @@ class TransformersEngine:
         # prompt, so one reply) wait for that one's reply instead of decoding it again.
         self._in_flight: dict[tuple, asyncio.Future] = {}
         self.shared_calls = 0
+        self.threads: int | None = None  # torch threads on a CPU, set at load
 
     # --- loading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -162,6 +163,10 @@ class TransformersEngine:
         transformers.utils.logging.set_verbosity_error()
 
         device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if device == "cpu":
+            from mars_eval.models.threads import fit_cpu_threads
+
+            self.threads = fit_cpu_threads(torch)  # the cores free now (models.threads)
         try:
             tok = AutoTokenizer.from_pretrained(self.model)
             lm = AutoModelForCausalLM.from_pretrained(
@@ -392,7 +397,9 @@ class TransformersEngine:
         out["batches"] = self.batches
         if self.static_calls:
             out["static_calls"] = self.static_calls
-        out["shared_calls"] = self.shared_calls  # greedy calls answered by an identical one in flight
+        out["shared_calls"] = self.shared_calls
+        if self.threads is not None:
+            out["cpu_threads"] = self.threads  # greedy calls answered by an identical one in flight
         if self.static_reason and self._lm is not None:
             out["static_reason"] = self.static_reason
         if self._decode is not None:
