@@ -297,13 +297,16 @@ class Sequence:
 
 
 PREFILL_PADDING = 0.25  # most share of a prefill forward's tokens that may be padding
+PREFILL_TOKENS = 2048  # most tokens (padding included) one prefill forward computes: its
+# activations and attention scores, not the batch, set the loop's peak memory
 RESERVE = 256  # tokens of growth a joiner must leave every live row (or its room left, if less)
 
 
 def _by_length(group: list[tuple]) -> list[list[tuple]]:
     """`group` (seq, hashes, kv, start) split into forwards of similar uncached lengths, longest
-    first, so padding stays under PREFILL_PADDING of each forward's tokens: no prompt is padded
-    to a much longer one."""
+    first, so padding stays under PREFILL_PADDING of each forward's tokens (no prompt is padded
+    to a much longer one) and a forward holds at most PREFILL_TOKENS tokens (a prompt longer
+    than that goes alone)."""
 
     def count(item: tuple) -> int:
         return len(item[0].kv_tokens()) - item[3]
@@ -313,7 +316,8 @@ def _by_length(group: list[tuple]) -> list[list[tuple]]:
         if parts:
             part = parts[-1]
             width, tokens = count(part[0]), sum(count(x) for x in part) + count(item)
-            if width * (len(part) + 1) - tokens <= PREFILL_PADDING * width * (len(part) + 1):
+            cells = width * (len(part) + 1)
+            if cells <= PREFILL_TOKENS and cells - tokens <= PREFILL_PADDING * cells:
                 part.append(item)
                 continue
         parts.append([item])

@@ -445,3 +445,16 @@ def test_joiners_are_prefilled_in_forwards_of_similar_length():
         assert max(counts) * len(counts) - sum(counts) <= PREFILL_PADDING * max(counts) * len(counts)
     # 100 and 80 together (20 of 200 padding); 40 there would make 80 of 300; 9 beside 40, 31 of 80
     assert [[len(x[0].prompt) - x[3] for x in part] for part in parts] == [[100, 80], [40], [9]]
+
+
+def test_a_prefill_forward_holds_at_most_prefill_tokens():
+    """Long prompts go in forwards of at most PREFILL_TOKENS tokens (padding counted): peak
+    memory follows one forward's activations, not the number of joiners."""
+    from mars_eval.models.decode_loop import PREFILL_TOKENS, Sequence, _by_length
+
+    def item(n: int):
+        return (Sequence(prompt=[0] * n, room=1, key=(), processors=None, seed=None, done=print), [], None, 0)
+
+    parts = _by_length([item(n) for n in (1500, 1400, 1450, 300, 290, 280)])
+    assert all(len(x[0].prompt) * len(p) <= PREFILL_TOKENS or len(p) == 1 for p in parts for x in p[:1])
+    assert [len(p) for p in parts] == [1, 1, 1, 3]
