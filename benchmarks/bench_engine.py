@@ -131,7 +131,7 @@ def bench_batch(folder: str, batch: int, new_tokens: int) -> dict:
     raw_generate(lm, tok, texts[:1], 2, eos)  # warm-up
     raw = raw_generate(lm, tok, texts, new_tokens, eos)
     engine_run(cont, chats[:1], 2)  # warm-up (and the first prompt's prefix gets cached: reset)
-    cont._decode.prefix.__init__(cont.prefix_cache_tokens)
+    cont._decode.prefix.__init__(cont._decode.prefix.max_tokens)
     before = dict(cont._decode.stats.__dict__)
     ours = engine_run(cont, chats, new_tokens)
     after = cont.stats()

@@ -64,8 +64,10 @@ class _Pending:
 # Memory of the decode loop, whatever the concurrency: the slab of live rows' KV and the prefix
 # cache. Rows beyond what the slab holds wait (a long debate round runs fewer rows at once);
 # measured on SmolLM2-135M (23 KB of KV per token in bf16, 46 KB in fp32), issue 39 item 3.
+# On a GPU both are shares of the memory free once the model is loaded.
 KV_CACHE_MIB = 256
-PREFIX_CACHE_MIB = 64
+PREFIX_CACHE_MIB = 32
+GPU_KV_SHARE, GPU_PREFIX_SHARE = 0.5, 0.05
 
 _HF_SPECS = tuple(s for s in sampling_specs() if s.hf is not None)
 
@@ -93,9 +95,10 @@ class TransformersEngine:
     `max_batch`: most rows decoded together (more calls wait for a row to free up);
     `batch_window_s`: when the loop starts from idle it waits this long, so calls made together
     start together; `continuous=False`: the static engine (one `generate` per micro-batch);
-    `kv_cache_mib`: most MiB the live rows' KV may take (None: unbounded; calls wait for room);
-    `prefix_cache_mib`: MiB of prompt KV the prefix cache keeps, or `prefix_cache_tokens`
-    tokens of it when given (0: no prefix cache).
+    `kv_cache_mib`: most MiB the live rows' KV may take (calls wait for room; None: by device,
+    KV_CACHE_MIB on a CPU, GPU_KV_SHARE of the free GPU memory); `prefix_cache_mib`: MiB of
+    prompt KV the prefix cache keeps (None: by device), or `prefix_cache_tokens` tokens of it
+    when given (0: no prefix cache).
     """
 
     def __init__(
@@ -108,8 +111,8 @@ class TransformersEngine:
         dtype: str = "auto",
         continuous: bool = True,
         prefix_cache_tokens: int | None = None,
-        kv_cache_mib: float | None = KV_CACHE_MIB,
-        prefix_cache_mib: float = PREFIX_CACHE_MIB,
+        kv_cache_mib: float | None = None,
+        prefix_cache_mib: float | None = None,
     ):
         self.model = model
         self.max_batch = max_batch
@@ -191,12 +194,11 @@ class TransformersEngine:
             self.static_reason = supported(self._lm)
             if self.static_reason is None:
                 per_token = kv_bytes_per_token(self._lm)
-                budget = None
-                if per_token and self.kv_cache_mib is not None:
-                    budget = max(1, int(self.kv_cache_mib * 2**20) // per_token)
+                kv_mib, prefix_mib = self._cache_mib(device)
+                budget = max(1, int(kv_mib * 2**20) // per_token) if per_token else None
                 prefix = self.prefix_cache_tokens
                 if prefix is None:
-                    prefix = int(self.prefix_cache_mib * 2**20) // per_token if per_token else 4096
+                    prefix = int(prefix_mib * 2**20) // per_token if per_token else 4096
                 self._decode = DecodeLoop(
                     self._lm,
                     self._eos_ids(),
@@ -205,6 +207,18 @@ class TransformersEngine:
                     prefix_tokens=prefix,
                     kv_budget_tokens=budget,
                 )
+
+    def _cache_mib(self, device: str) -> tuple[float, float]:
+        """(KV budget, prefix cache) in MiB: as given, else by device (on a GPU, shares of the
+        memory free now that the model is loaded)."""
+        kv, prefix = self.kv_cache_mib, self.prefix_cache_mib
+        if device.startswith("cuda") and (kv is None or prefix is None):
+            import torch
+
+            free = torch.cuda.mem_get_info(torch.device(device))[0] / 2**20
+            kv = GPU_KV_SHARE * free if kv is None else kv
+            prefix = GPU_PREFIX_SHARE * free if prefix is None else prefix
+        return (KV_CACHE_MIB if kv is None else kv), (PREFIX_CACHE_MIB if prefix is None else prefix)
 
     def _eos_ids(self) -> set[int]:
         return set(_as_list(self._lm.generation_config.eos_token_id)) | {self._tok.eos_token_id}
