@@ -76,7 +76,7 @@ def curve(
 
     from mars_eval.run.curve import RUN_CONFIG, read_settings, run_curve, spec_of
     from mars_eval.run.curve_checks import checked
-    from mars_eval.run.curve_checks import episodes as episodes_checked
+    from mars_eval.run.games_config import check_episodes as episodes_checked
     from mars_eval.run.options import BY_NAME
     from mars_eval.textsafe import shown
 

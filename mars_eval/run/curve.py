@@ -153,11 +153,13 @@ def spec_of(settings: dict[str, Any], where: str = "") -> CurveSpec:
     """The curve a training run's settings ask for (run_config.json, or TrainConfig.to_dict()),
     each value checked as the flag it stands for; `where` (the file) names it in a message."""
 
+    from mars_eval.run.games_config import check_episodes
+
     def at(key: str) -> str:
         return f"{where}: {key}" if where else key
 
     limit = checks.limit_of_all(settings.get("mas_eval_limit"), at("mas_eval_limit"))
-    episodes = checks.episodes(settings.get("curve_episodes"), at("curve_episodes"))
+    episodes = check_episodes(settings.get("curve_episodes"), at("curve_episodes"))
     games = checks.names(settings.get("curve_games"), at("curve_games"))
     return CurveSpec(
         games=expand_games(games, checks.names(settings.get("games"), at("games"))),

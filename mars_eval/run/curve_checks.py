@@ -36,12 +36,6 @@ def checked(option: str | Setting, value: Any, where: str) -> Any:
     return dataclasses.replace(option, flag=where).check(value, from_text=False)
 
 
-def episodes(value: Any, where: str) -> int | None:
-    from mars_eval.run.games_config import EPISODES
-
-    return checked(EPISODES, value, where)
-
-
 def limit_of_all(value: Any, where: str) -> int | None:
     """`mas_eval_limit` (0: every problem) as None for all, else at least 1."""
     return checked(_LIMIT_OF_ALL, value, where) or None

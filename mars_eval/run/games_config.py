@@ -121,6 +121,13 @@ def select_opponents(games: list[str], opponents: str | None) -> dict[str, list[
     return chosen
 
 
+def check_episodes(value: Any, where: str) -> int | None:
+    """An episode count from a file (None: not given), checked as --episodes, naming `where`."""
+    from mars_eval.run.curve_checks import checked
+
+    return checked(EPISODES, value, where)
+
+
 def checkpoint_settings(model: str | None) -> dict[str, Any]:
     """Settings a trained tiny checkpoint ships with (prompt_style, temperature, max_tokens, thinking)."""
     if not model:
