@@ -115,15 +115,25 @@ class EvalConfig:
         return own
 
     def identity(
-        self, model: dict[str, Any], data: str, system: str | None = None, *, every_option: bool = False
+        self,
+        model: dict[str, Any],
+        data: str,
+        system: str | None = None,
+        *,
+        every_option: bool = False,
+        every_run_option: bool = True,
     ) -> dict[str, Any]:
         """What decides results, hence the run folder's hash (see `run.identity`): `model` is
         `identity.model_identity(...)`, `data` the hash of the loaded problems. Limit and samples
-        are left out on purpose: a larger --limit or --samples reuses finished samples."""
+        are left out on purpose: a larger --limit or --samples reuses finished samples.
+        `every_option`: every sampling field and system option at its value, defaults included
+        (what config.json records, and what versions before the identity baselines hashed), and
+        with `every_run_option` the run options declared after their baseline too (those
+        versions had none of them: `every_run_option=False` leaves out the ones at default)."""
         name = system or self.system
         later = later_identity(
             {o.name: getattr(self, o.name) for o in RUN_OPTIONS if o.where == "run"},
-            every_option=every_option,
+            every_option=every_option and every_run_option,
         )
         if self.scorer != DEFAULT_SCORER:  # the scorer with its settings, not the name as given
             later["scorer"] = self.scoring or {"name": self.scorer, **self.scorer_options}
@@ -274,8 +284,14 @@ def _resume_before_baseline(
 ) -> None:
     """A folder of a system outside the identity baseline (a system file's) made before it,
     when every option was recorded at its default too: renamed to its name now (said)."""
+    # run options declared later (dtype, errors, scorer, ...) did not exist then: at their
+    # defaults they are left out, as the folder's version never had them; set, they count
     identity = cfg.identity(
-        model_identity(model_name, engine), data_hash(problems), system, every_option=True
+        model_identity(model_name, engine),
+        data_hash(problems),
+        system,
+        every_option=True,
+        every_run_option=False,
     )
     older = path.parent / run_name(cfg.task, system, model_name, identity)
     if older == path or not older.is_dir() or read_config(older).get("command") != command_hash(identity):
