@@ -59,6 +59,12 @@ class _Pending:
     submitted: float = 0.0
 
 
+# transformers' from_pretrained sets torch's process-wide default dtype while it builds a model
+# and restores it after: two engines loading at once (a suite's checkpoint series) restore each
+# other's value mid-build, leaving layers of one model in the other's dtype ("expected m1 and m2
+# to have the same dtype"). One load at a time in the process.
+_LOAD_LOCK = threading.Lock()
+
 # The fields `generate` applies (each field's `hf`): one generate call takes one set of them
 # (the static engine's batching key); the continuous loop warps the rows of one key together.
 # Memory of the decode loop, whatever the concurrency: the slab of live rows' KV and the prefix
@@ -155,7 +161,8 @@ class TransformersEngine:
     def _load(self) -> None:
         with self._load_lock:
             if self._lm is None:
-                self._load_locked()
+                with _LOAD_LOCK:
+                    self._load_locked()
 
     def _load_locked(self) -> None:
         import torch
@@ -170,11 +177,10 @@ class TransformersEngine:
             from mars_eval.models.threads import fit_cpu_threads
 
             self.threads = fit_cpu_threads(torch)  # the cores free now (models.threads)
+        dtype = getattr(torch, self.dtype_for(device))
         try:
             tok = AutoTokenizer.from_pretrained(self.model)
-            lm = AutoModelForCausalLM.from_pretrained(
-                self.model, dtype=getattr(torch, self.dtype_for(device))
-            )
+            lm = AutoModelForCausalLM.from_pretrained(self.model, dtype=dtype)
         except Exception as exc:  # noqa: BLE001 - whatever breaks the load (a damaged safetensors
             # file raises SafetensorError, a bad config a KeyError): bad input, one line, exit 2
             where = (

@@ -458,3 +458,25 @@ def test_a_prefill_forward_holds_at_most_prefill_tokens():
     parts = _by_length([item(n) for n in (1500, 1400, 1450, 300, 290, 280)])
     assert all(len(x[0].prompt) * len(p) <= PREFILL_TOKENS or len(p) == 1 for p in parts for x in p[:1])
     assert [len(p) for p in parts] == [1, 1, 1, 3]
+
+
+def test_engines_loading_at_once_each_keep_their_own_dtype(tiny_model):
+    """A suite's checkpoint series loads several engines at once: transformers sets torch's
+    process-wide default dtype during each load, so two loads at once in different dtypes left
+    layers of one model in the other's dtype (a bf16 run failed with "expected m1 and m2 to have
+    the same dtype"). Loads are serialized; each model is wholly in its own dtype."""
+    import threading
+
+    import torch
+
+    for _ in range(3):  # the race needed a few tries to show before the fix
+        engines = [TransformersEngine(tiny_model, dtype=d) for d in ("bfloat16", "float32") * 2]
+        threads = [threading.Thread(target=e._load) for e in engines]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for e in engines:
+            want = getattr(torch, e.dtype)
+            assert {p.dtype for p in e._lm.parameters()} == {want}, e.dtype
+    assert torch.get_default_dtype() == torch.float32  # no load left its dtype behind
