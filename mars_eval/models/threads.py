@@ -14,6 +14,14 @@ queue behind the neighbour's (measured in results/benchmarks.md, "CPU threads").
 would be the wrong signal: it trails by a minute, so the second command of a quick start would
 see the first one's load.
 
+A small model decodes on one thread even on an idle machine (`SMALL_MODEL_PARAMS`): its matmuls
+(576 x 1536 in SmolLM2-135M) are too short for a second thread's passive wake-up to pay for itself
+at every one of a step's few hundred ops. Measured on 2 idle AVX2 cores, fp32, SmolLM2-135M, the
+README's quick start at 256 tokens (results/benchmarks.md, "CPU threads"): `single` 44 s on one
+thread against 61 s on two passive ones, `debate` 116 s against 140 s, at half the CPU. Two
+spinning threads were faster idle (91 s for the debate) but 3x slower as soon as a neighbour
+held a core (106 s against 33 s for `single` at 128 tokens), so the wait stays passive.
+
 Override: set OMP_WAIT_POLICY (ACTIVE to spin again) or OMP_NUM_THREADS (the thread count) in
 the environment; what is set there is kept.
 """
@@ -72,9 +80,14 @@ def free_cpus(window_s: float = SAMPLE_S) -> int:
     return max(1, min(cpus, cpus - int(busy + 0.5)))
 
 
-def fit_cpu_threads(torch: Any) -> int:
-    """Set torch's intra-op threads to the free cores, unless OMP_NUM_THREADS says how many;
-    the count in use is returned."""
+SMALL_MODEL_PARAMS = 500_000_000  # below this, one thread (see the module docstring)
+
+
+def fit_cpu_threads(torch: Any, params: int | None = None) -> int:
+    """Set torch's intra-op threads to the free cores (one for a model of fewer than
+    SMALL_MODEL_PARAMS `params`), unless OMP_NUM_THREADS says how many; the count in use is
+    returned."""
     if not os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(free_cpus())
+        small = params is not None and params < SMALL_MODEL_PARAMS
+        torch.set_num_threads(1 if small else free_cpus())
     return torch.get_num_threads()

@@ -173,10 +173,6 @@ class TransformersEngine:
         transformers.utils.logging.set_verbosity_error()
 
         device = self._device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if device == "cpu":
-            from mars_eval.models.threads import fit_cpu_threads
-
-            self.threads = fit_cpu_threads(torch)  # the cores free now (models.threads)
         dtype = getattr(torch, self.dtype_for(device))
         try:
             tok = AutoTokenizer.from_pretrained(self.model)
@@ -194,6 +190,11 @@ class TransformersEngine:
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         self._tok, self._lm, self._device = tok, lm.to(device).eval(), device
+        if device == "cpu":
+            from mars_eval.models.threads import fit_cpu_threads
+
+            # the cores free now, one for a small model (models.threads)
+            self.threads = fit_cpu_threads(torch, sum(p.numel() for p in lm.parameters()))
         if self.continuous:
             from mars_eval.models.decode_loop import DecodeLoop, kv_bytes_per_token, supported
 

@@ -46,3 +46,18 @@ def test_omp_num_threads_is_kept(monkeypatch):
         assert threads.fit_cpu_threads(torch) == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_small_model_decodes_on_one_thread(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        monkeypatch.setattr(threads, "free_cpus", lambda: 2)
+        assert threads.fit_cpu_threads(torch, params=135_000_000) == 1  # SmolLM2-135M
+        assert threads.fit_cpu_threads(torch, params=4_000_000_000) == 2  # Qwen3-4B: the free cores
+        assert threads.fit_cpu_threads(torch) == 2  # size unknown: the free cores
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        torch.set_num_threads(2)
+        assert threads.fit_cpu_threads(torch, params=135_000_000) == 2  # the user's count is kept
+    finally:
+        torch.set_num_threads(before)
