@@ -205,12 +205,12 @@ def bench_targets(batches: list[int], new_tokens: int = 128) -> None:
 def _mixed(n: int) -> list[list[dict[str, str]]]:
     """`n` prompts: arith problems, every other one a short question (replies of mixed lengths,
     where a static batch waits for its longest row)."""
-    arith = prompts(n)
+    arith = prompts((n + 1) // 2)
     short = [
         [{"role": "user", "content": f"Name a colour that starts with the letter {chr(65 + i % 26)}."}]
         for i in range(n)
     ]
-    return [short[i] if i % 2 else arith[i] for i in range(n)]
+    return [short[i // 2] if i % 2 else arith[i // 2] for i in range(n)]  # distinct up to n = 52
 
 
 def _child() -> None:
