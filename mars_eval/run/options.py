@@ -236,7 +236,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         "ours",
         "Error accounting: ours (every finished sample scored) or maslab (the samples MASLab's code "
         "fails: unreadable MAD verdicts, an empty judge answer, DyLAN's early stops, TERMINATE-ended "
-        "AutoGen chats, recorded as errors not scored; accuracy shown with them wrong and dropped)",
+        "AutoGen chats, unreadable --scorer judge verdicts, recorded as errors not scored; accuracy "
+        "shown with them wrong and dropped)",
         choices=ERROR_ACCOUNTING,
         identity=True,
     ),  # fmt: skip

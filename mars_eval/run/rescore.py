@@ -8,15 +8,19 @@ folder beside it (or under `--output`): its identity is the source's plus the sc
 same judge is the same folder, and the same command resumes it: finished samples are kept and
 the judge's calls are answered from that folder's calls.sqlite (a killed rescore sends no
 finished judge call again). An errored source sample stays an error (it has no reply to score).
+A source sample MASLab's code fails (`maslab_error` from its system, `--errors maslab`) stays as
+it was, wrong and not scored, as the run left it; one only the previous judge failed
+(`judge_unreadable`) is scored again, and under the source's `--errors maslab` an unreadable
+verdict of the new judge is such an error.
 
 The summary is the source's with what scoring decides recomputed (accuracy, its interval,
-pass@K and majority@K, errors), the scorer's part (`scorer`, judge calls sent and reused) and
-`rescored_from`; what the system did (calls, tokens, truncation, wall time) is the source's.
+pass@K and majority@K, errors, MASLab's errors and the accuracy with them dropped), the
+scorer's part (`scorer`, judge calls sent and reused) and `rescored_from`; what the system did
+(calls, tokens, truncation, wall time) is the source's.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +32,22 @@ from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack
 from mars_eval.run.failures import error_kinds, first_error, sample_error, stops_run
 from mars_eval.run.identity import command_hash, read_config, run_name
-from mars_eval.run.metrics import accuracy_metrics
+from mars_eval.run.json_files import read_object
+from mars_eval.run.metrics import accuracy_metrics, maslab_error_metrics
 from mars_eval.run.progress import RunProgress
 from mars_eval.run.scoring import Scoring, prepare_scoring
 from mars_eval.run.store import RunStore
 from mars_eval.run.units import run_all
+from mars_eval.tasks.judge import MASLAB_UNREADABLE
 from mars_eval.tasks.scorers import DEFAULT_SCORER, ScoreInput
 from mars_eval.textsafe import plain
 
 # Keys of a source's config.json that are not its identity (run.config.open_run adds them).
 _NOT_IDENTITY = ("command", "call_model")
+# What run.metrics.maslab_error_metrics puts in a summary: recomputed here, never the source's.
+_MASLAB_METRICS = ("maslab_errors", "maslab_error_kinds", "accuracy_dropped", "n_scored_dropped")
+# `maslab_error` kinds a scorer gave (not the system): a rescore scores such a sample again.
+_SCORER_MASLAB_ERRORS = (MASLAB_UNREADABLE,)
 
 
 @dataclass
@@ -56,6 +66,7 @@ class RescoreConfig:
     http_client: str = "direct"
     dtype: str = "auto"
     prompts: str | None = None  # the source run's pack (its name), for a judge without --judge-prompts
+    errors: str = "ours"  # the source run's --errors (maslab: an unreadable verdict is MASLab's error)
     base_urls: list[str] = field(default_factory=list)  # the source's endpoints are not recorded
     model: str | None = None
     scoring: dict[str, Any] | None = None  # set by prepare_scoring
@@ -73,14 +84,11 @@ def read_source(path: str) -> tuple[Path, dict[str, Any], dict[str, Any], list[d
     config = read_config(folder)
     if "identity" not in config or not isinstance(config.get("task"), str):
         raise ConfigError(f"RUN {plain(path)}: not a mas run folder (no config.json with a run identity)")
-    try:
-        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not (folder / "summary.json").exists():
         raise ConfigError(
             f"RUN {plain(path)}: no summary.json, so the run has not finished (its mas command resumes it)"
-        ) from None
-    if not isinstance(summary, dict):
-        raise ConfigError(f"RUN {plain(path)}: summary.json is not a run summary")
+        )
+    summary = read_object(folder / "summary.json", f"RUN {plain(path)}: summary.json")  # bounded
     records = list(RunStore.load_records(folder / "samples.jsonl").values())
     if not records:
         raise ConfigError(f"RUN {plain(path)}: no samples to score")
@@ -121,6 +129,7 @@ async def rescore(
     source, config, before, records = read_source(cfg.source)
     pack_name = (config.get("prompts") or {}).get("name") if isinstance(config.get("prompts"), dict) else None
     cfg.prompts = cfg.prompts or pack_name
+    cfg.errors = str(config.get("errors") or "ours")
     scoring = await prepare_scoring(cfg)
     try:
         task = _task_for(config, cfg.pack(), needed=scoring.default)
@@ -170,7 +179,7 @@ async def _rescore_all(
             scoring.client.on_reply = bar.reply
 
         async def one(record: dict[str, Any]) -> None:
-            out = await rescore_record(scoring, task, record, source.name)
+            out = await rescore_record(scoring, task, record, source.name, cfg.errors)
             store.append(out)
             bar.advance({**out, "calls": (out.get("score") or {}).get("calls", 0)})
 
@@ -181,10 +190,12 @@ async def _rescore_all(
     latest = store.records()
     done = [latest[str(r.get("key"))] for r in records if str(r.get("key")) in latest]
     errors = [r for r in done if r.get("error")]
+    samples = int(before.get("samples") or 1)
     summary = {
-        **before,
+        **{k: v for k, v in before.items() if k not in _MASLAB_METRICS},
         "run_dir": str(store.dir),
-        **accuracy_metrics(done, int(before.get("samples") or 1)),
+        **accuracy_metrics(done, samples),
+        **maslab_error_metrics(done, samples),
         "errors": len(errors),
         "error_kinds": error_kinds(errors),
         "first_error": first_error(errors),
@@ -198,13 +209,21 @@ async def _rescore_all(
     return summary
 
 
-async def rescore_record(scoring: Scoring, task: Any, record: dict[str, Any], source: str) -> dict[str, Any]:
+async def rescore_record(
+    scoring: Scoring, task: Any, record: dict[str, Any], source: str, errors: str = "ours"
+) -> dict[str, Any]:
     """One source sample scored again: a copy of it with `correct`, `score` and `rescored_from`
-    set; an errored sample is copied as it was; a scorer or judge failure makes it an error."""
+    set; an errored sample, and one its system failed as MASLab's code would (`maslab_error`),
+    is copied as it was; a scorer or judge failure makes it an error. `errors`: the source's
+    --errors (maslab: a verdict MASLab's evaluation cannot read is `maslab_error` too)."""
     out = {**record, "rescored_from": source}
     out.pop("score", None)
     if record.get("error"):
         return out
+    if record.get("maslab_error") in _SCORER_MASLAB_ERRORS:
+        out.pop("maslab_error")  # the previous scorer's: this one decides again
+    elif record.get("maslab_error"):
+        return out  # MASLab's code gave this sample no response: nothing to score
     messages = record.get("messages") or [{}]
     prompt = messages[0].get("content", "") if isinstance(messages[0], dict) else ""
     item = ScoreInput(
@@ -224,4 +243,7 @@ async def rescore_record(scoring: Scoring, task: Any, record: dict[str, Any], so
     out["correct"] = verdict.correct
     if verdict.detail is not None:
         out["score"] = verdict.detail
+    why = scoring.scorer.maslab_error(verdict) if errors == "maslab" else None
+    if why is not None:
+        out.update(correct=False, maslab_error=why)
     return out

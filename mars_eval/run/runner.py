@@ -156,6 +156,9 @@ async def solve_one(
                 record["correct"] = verdict.correct
                 if verdict.detail is not None:
                     record["score"] = verdict.detail
+                why = scoring.scorer.maslab_error(verdict) if cfg.errors == "maslab" else None
+                if why is not None:  # MASLab's evaluation error (an unreadable judge verdict)
+                    record.update(correct=False, maslab_error=why)
     except Exception as exc:  # classified once for every command (mars_eval.run.failures)
         if stops_run(exc):
             raise  # the run folder cannot be written, or the model cannot be loaded: the run stops

@@ -13,10 +13,11 @@ Reading the verdict (`--judge-verdict`):
   is "correct" or "incorrect"; else the last `[Correct]` / `[Incorrect]` in it.
 - `maslab`: the reply stripped and lower-cased is exactly "correct" or "incorrect" (MASLab's
   `eval_func_xverify`); `[Correct]`, or a word more, does not read.
-A reply that does not read is scored wrong and stored as verdict `unreadable` (MASLab counts it
-as an evaluation error; see docs/scoring.md). A sample without a final reply is scored wrong
-without a call (verdict `no reply`). The verdict, the judge's raw reply and its finish reason
-are stored per sample in the record's `score`.
+A reply that does not read is scored wrong and stored as verdict `unreadable`; MASLab's
+evaluation records it as an error with no score ("Eval Error"), and so does `--errors maslab`
+(`maslab_error: judge_unreadable`; see docs/scoring.md). A sample without a final reply is
+scored wrong without a call (verdict `no reply`). The verdict, the judge's raw reply and its
+finish reason are stored per sample in the record's `score`.
 
 Where the judge runs: `--judge-model` and `--judge-base-url` (an endpoint; without it an
 in-process model); neither: the run's own model and endpoints. The judge's calls go through the
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 TEMPLATE = "scoring.judge"
 VERDICT_READERS = ("ours", "maslab")
+MASLAB_UNREADABLE = "judge_unreadable"  # the `maslab_error` of an unreadable verdict (--errors maslab)
 _WORD = re.compile(r"[\s\[\]\(\)*_`'\"“”.,:;!]+")
 _BRACKETED = re.compile(r"\[\s*(correct|incorrect)\s*\]", re.IGNORECASE)
 
@@ -156,3 +158,9 @@ class JudgeScorer(Scorer):
             "calls": 1,
         }
         return Verdict(bool(verdict), detail)
+
+    def maslab_error(self, verdict: Verdict) -> str | None:
+        """An unreadable verdict, an empty reply included: MASLab's `eval_func_xverify` returns
+        "Eval Error" with no score there, and its evaluate.py leaves the sample out."""
+        detail = verdict.detail or {}
+        return MASLAB_UNREADABLE if detail.get("verdict") == "unreadable" else None

@@ -104,6 +104,12 @@ class Scorer:
         `uses_model`). Raise ScorerError when the scorer itself fails (the sample is an error)."""
         raise NotImplementedError
 
+    def maslab_error(self, verdict: Verdict) -> str | None:
+        """Why MASLab's evaluation would record this verdict as an error, not a score (`--errors
+        maslab`: the sample gets `maslab_error` and is counted wrong or dropped), or None (the
+        default: it would not)."""
+        return None
+
 
 async def task_verdict(task: Task, answer: str | None, gold: str) -> bool:
     """The task's verdict: inline when it needs no blocking work (`Task.quick_score`), else

@@ -18,12 +18,14 @@ import pytest
 from mars_eval.analysis.compare import compare_mas, load_run
 from mars_eval.analysis.tables import fmt_cell, mas_cells
 from mars_eval.mas.macnet_graph import ENTRY, GRAPH_SEED, build_graph, edges_for
+from mars_eval.mas.registry import system_names
 from mars_eval.models.base import ConfigError, SamplingParams
 from mars_eval.run.options import checked
+from mars_eval.run.rescore import RescoreConfig, rescore
 from mars_eval.run.rundirs import find_runs
 from mars_eval.run.runner import EvalConfig, run_eval
 from mars_eval.tasks import make_task
-from tests.support.scripted_policy import Reply, ScriptedRequest
+from tests.support.scripted_policy import JudgePolicy, Reply, ScriptedRequest
 
 MODEL = "scripted-model"
 ARITH = make_task("arith").load()
@@ -136,6 +138,70 @@ def test_a_dylan_early_stop_is_a_maslab_error(scripted_server, tmp_path):
     assert theirs["accuracy"] == 0.0 and theirs["accuracy_dropped"] is None  # nothing left
 
 
+class UnsureJudge(JudgePolicy):
+    """The scripted judge, except that it answers prose that reads as no verdict to the judge
+    prompts holding `unsure` (a problem's question)."""
+
+    def __init__(self, inner: Any, unsure: str) -> None:
+        super().__init__(inner)
+        self.unsure = unsure
+
+    def __call__(self, req: ScriptedRequest) -> Reply | str:
+        if self.is_judge_prompt(req.prompt) and self.unsure in req.prompt:
+            self.judged += 1
+            return Reply(content="I cannot tell from this.")
+        return super().__call__(req)
+
+
+def rescored(srv, source: str, scorer: str) -> tuple[dict, dict]:
+    options = {"judge_base_url": srv.base_url} if scorer == "judge" else {}
+    cfg = RescoreConfig(source=source, scorer=scorer, scorer_options=options)
+    summary = asyncio.run(rescore(cfg, progress=False))
+    lines = (Path(summary["run_dir"]) / "samples.jsonl").read_text().splitlines()
+    return summary, {r["problem_id"]: r for r in map(json.loads, lines)}
+
+
+def test_an_unreadable_judge_verdict_is_a_maslab_error(scripted_server, tmp_path):
+    p0, p1 = ARITH[0], ARITH[1]
+    answers = PerProblem([p0.question, p1.question], [[f"\\boxed{{{p0.gold}}}"], [f"\\boxed{{{p1.gold}}}"]])
+    srv = scripted_server(UnsureJudge(answers, p0.question), model=MODEL)
+    judge = {"scorer": "judge", "scorer_options": {"judge_base_url": srv.base_url}}
+    ours, recs = run(srv, tmp_path, "single", task="arith", limit=2, **judge)
+    assert recs[p0.id]["score"]["verdict"] == "unreadable" and recs[p0.id]["correct"] is False
+    assert "maslab_error" not in recs[p0.id] and ours["accuracy"] == 0.5 and "accuracy_dropped" not in ours
+    theirs, recs = run(srv, tmp_path, "single", task="arith", limit=2, errors="maslab", **judge)
+    assert recs[p0.id]["maslab_error"] == "judge_unreadable" and recs[p0.id]["correct"] is False
+    assert recs[p0.id]["score"]["reply"] == "I cannot tell from this."  # the raw reply is kept
+    assert "maslab_error" not in recs[p1.id] and recs[p1.id]["correct"] is True
+    assert theirs["accuracy"] == 0.5 and theirs["accuracy_dropped"] == 1.0
+    assert theirs["maslab_error_kinds"] == {"judge_unreadable": 1}
+    # rescored by exact match, the judge's error is gone and the summary's dropped figures too
+    again, recs = rescored(srv, theirs["run_dir"], "exact")
+    assert "maslab_error" not in recs[p0.id] and recs[p0.id]["correct"] is True
+    assert again["accuracy"] == 1.0 and "accuracy_dropped" not in again and "maslab_errors" not in again
+
+
+def test_rescore_keeps_maslab_accounting(scripted_server, tmp_path):
+    p0, p1 = ARITH[0], ARITH[1]
+    answers = PerProblem([p0.question, p1.question], [[f"\\boxed{{{p0.gold}}}"], [f"\\boxed{{{p1.gold}}}"]])
+    policy = UnsureJudge(answers, p0.question)
+    srv = scripted_server(policy, model=MODEL)
+    # a source under --errors maslab scored by the task: the new judge's unreadable verdict is one
+    source, _ = run(srv, tmp_path, "single", task="arith", limit=2, errors="maslab")
+    assert "maslab_errors" not in source
+    s, recs = rescored(srv, source["run_dir"], "judge")
+    assert recs[p0.id]["maslab_error"] == "judge_unreadable" and recs[p0.id]["correct"] is False
+    assert s["accuracy"] == 0.5 and s["accuracy_dropped"] == 1.0 and s["maslab_errors"] == 1
+    # a sample its system failed as MASLab's code does stays so: not sent to the judge, not scored
+    policy.judged = 0
+    stopped, recs = run(srv, tmp_path, "dylan", task="arith", limit=1, errors="maslab")
+    assert recs[p0.id]["maslab_error"] == "dylan_early_stop" and stopped["accuracy"] == 0.0
+    s, recs = rescored(srv, stopped["run_dir"], "judge")
+    assert policy.judged == 0 and s["judge_calls_sent"] == 0
+    assert recs[p0.id]["maslab_error"] == "dylan_early_stop" and recs[p0.id]["correct"] is False
+    assert s["accuracy"] == 0.0 and s["maslab_errors"] == 1 and s["accuracy_dropped"] is None
+
+
 # --- item 3: --null-reply ----------------------------------------------------------------------
 
 CUT = Reply(content=None, reasoning_content="Let me think about this for a long", finish_reason="length")
@@ -194,17 +260,22 @@ def write_math(path: Path, rows: list[tuple[str, str]]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("system", ["single", "mad"])
+@pytest.mark.parametrize("system", system_names())
 def test_bare_sends_the_question_as_the_data_holds_it(system, scripted_server, tmp_path):
     question = "  Q17: What is 40 + 2?\n\n"
     data = write_math(tmp_path / "m.jsonl", [(question, "42")])
     policy = PerProblem(["Q17"], [["\\boxed{42}", "\\boxed{42}", verdict("42")]])
     srv = scripted_server(policy, model=MODEL)
-    run(srv, tmp_path, system, task="aime24", data_files=str(data), task_prompt="bare")
+    options = {"votes": 3} if system == "vote" else {}  # vote unmatched: no run to match
+    run(
+        srv, tmp_path, system, task="aime24", data_files=str(data), task_prompt="bare", system_options=options
+    )
     first = policy.sent[0][0]["messages"]
     assert any(question in str(m["content"]) for m in first), first
     if system == "single":
         assert first[-1]["content"] == question
+    shown = [str(m["content"]) for body in policy.sent[0] for m in body["messages"]]
+    assert all(question in c for c in shown if question.strip() in c)  # never trimmed where shown
 
 
 def test_agentverse_roles_are_kept_as_found(scripted_server, tmp_path):

@@ -14,7 +14,7 @@ from mars_eval.models.base import ChatResponse, ConfigError
 from mars_eval.prompts import fields_of, load_pack, pack_from_data
 from mars_eval.run.config import EvalConfig
 from mars_eval.run.identity import model_identity
-from mars_eval.tasks import make_task
+from mars_eval.tasks import make_task, scorers
 from mars_eval.tasks.judge import public_url, read_verdict
 from mars_eval.tasks.scorers import ScoreInput, exact_key, make_scorer, scorer_class, scorer_names
 
@@ -171,7 +171,10 @@ def test_the_default_scorer_leaves_the_identity_as_it_was_and_another_enters_it(
     assert hotter.identity(model, "d") != out
 
 
-def test_a_scorer_of_ones_own_loads_from_a_file(tmp_path: Path) -> None:
+def test_a_scorer_of_ones_own_loads_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the file's scorer is registered in this process: a copy of the registry keeps it out of the
+    # other tests (its --suffix-case would enter every in-process --help)
+    monkeypatch.setattr(scorers, "_SCORERS", {n: scorer_class(n) for n in scorer_names()})
     path = tmp_path / "mine.py"
     path.write_text(
         textwrap.dedent(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mars_eval.mas.util import debate_question
 from mars_eval.tasks import make_task
 from mars_eval.tasks.gpqa import GPQATask, shuffled_options
 
@@ -114,9 +115,11 @@ def test_bare_sends_the_cells_as_the_data_holds_them(tmp_path: Path) -> None:
     row = {**_rows(1)[0], "Question": "  Which value is right?\n", "Correct Answer": " right \n"}
     path = tmp_path / "ws.jsonl"
     path.write_text(json.dumps(row) + "\n")
-    bare = make_task("gpqa-diamond-maslab", task_prompt="bare").load(data_files=str(path))[0]
+    bare_task = make_task("gpqa-diamond-maslab", task_prompt="bare")
+    bare = bare_task.load(data_files=str(path))[0]
     ours = make_task("gpqa-diamond-maslab").load(data_files=str(path))[0]
     assert bare.prompt.startswith("  Which value is right?\n") and "(A)  right \n" in bare.prompt
+    assert debate_question(bare, bare_task) == bare.prompt  # the debate systems get it untrimmed too
     assert "Which value is right?" in ours.prompt and "  Which" not in ours.prompt
     assert "A) right\n" in ours.prompt
     assert bare.id == ours.id and bare.gold == ours.gold == "A"
