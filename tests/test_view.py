@@ -299,3 +299,32 @@ def test_a_folder_without_plan_or_summary_has_no_planned_count(runs, tmp_path):
     catalog.refresh(force=True)
     (run,) = catalog.runs.values()
     assert run.stats()["planned"] is None
+
+
+def test_a_training_runs_evaluations_are_listed_beside_it(runs, tmp_path):
+    """Issue 44 item 1: a mars-train folder (its steps and the evaluation figures it logged)
+    and its evaluation points, the run folders under TRAIN/evals/step-N/, each in the list;
+    its checkpoints (a model's config.json) are not taken for run folders."""
+    out = tmp_path / "out"
+    train = out / "train"
+    train.mkdir(parents=True)
+    shutil.copy(runs / "train" / "metrics.jsonl", train / "metrics.jsonl")
+    src = next((runs / "mas").glob("arith-single-base-model-*"))
+    shutil.copytree(src, train / "evals" / "step-000010" / src.name)
+    (train / "checkpoints" / "step-000010").mkdir(parents=True)
+    (train / "checkpoints" / "step-000010" / "config.json").write_text('{"model_type": "llama"}')
+    listing = get([out], "/api/runs")
+    assert listing["bad"] == []
+    by_id = {r["id"]: r for r in listing["runs"]}
+    evaluation = f"out/train/evals/step-000010/{src.name}"
+    assert {k: r["kind"] for k, r in by_id.items()} == {"out/train": "train", evaluation: "mas"}
+    summary = json.loads((src / "summary.json").read_text())
+    point = by_id[evaluation]
+    assert point["group"] == "out/train/evals/step-000010" and point["done"] == N
+    assert point["accuracy"] == pytest.approx(summary["accuracy"])
+    metrics = [json.loads(line) for line in (train / "metrics.jsonl").read_text().splitlines()]
+    logged = [m for m in metrics if any(k.startswith("eval/") for k in m)]
+    assert by_id["out/train"]["steps"] == len(metrics) and logged
+    shown = get([out], "/api/run", run="out/train")["eval_points"]
+    assert [p["step"] for p in shown] == [m["step"] for m in logged][-20:]
+    assert shown[0]["eval/mean_normalized"] == logged[0]["eval/mean_normalized"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 from urllib.parse import quote
 
@@ -179,3 +180,109 @@ def test_a_running_mas_run_is_followed_until_it_ends(tmp_path):
     assert page.console_errors == []
     assert (page.values["done"], page.values["running"]) == ("6 / 6", False)
     assert page.values["acc"].startswith("83.3 [")  # 5 of 6, with the summary's interval
+
+
+@pytest.mark.cli  # two CLI subprocesses: `view` and `mas` (imported inside, so said here)
+def test_mas_in_the_background_is_followed_by_the_view_command(tmp_path, scripted_server):
+    """Issue 44's "done when", as a user types it: `mars-eval view DIR` (the command, in its
+    own process) and `mars-eval mas ... --output DIR &` started after the page is open; the
+    page shows the run appear, fill while it is marked running, and end, without a reload."""
+    import concurrent.futures
+    import re
+    import signal
+
+    from tests.support.cli import mas_args, start_cli
+    from tests.support.datasets import write_aime_set
+
+    n = 12
+    aime = write_aime_set(tmp_path / "aime.jsonl", n=n, wrong=[3])
+    srv = scripted_server(aime.policy, latency=0.4)  # at least 0.4 s a sample: a window to see it fill
+    out = tmp_path / "runs"
+    out.mkdir()
+    view = start_cli(["view", str(out), "--port", "0"])
+    mas: list = []
+    row = "document.querySelector('#runs tr[data-run]')"
+    done = f"({row} ? {row}.querySelector('td.done').textContent : '')"
+    running = f"!!({row} && {row}.querySelector('.running'))"
+
+    def start_mas() -> None:
+        args = mas_args(model="scripted-model", base_urls=[srv.base_url], output=out, data_files=aime.path)
+        mas.append(start_cli([*args, "--concurrency", "1"], stdout=subprocess.DEVNULL))
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            line = pool.submit(view.stdout.readline).result(timeout=60)
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, line
+        page = load_page(
+            url.group(0),
+            {
+                "done": done,
+                "running": running,
+                "acc": f"{row}.querySelector('td.acc').textContent",
+                "same_document": "window.sameDocument === true",
+            },
+            steps=[
+                "window.viewDraws >= 1 && (window.sameDocument = true)",  # gone if the page reloads
+                f"!{row}",  # nothing under DIR yet
+                start_mas,
+                f"{running} && /^([1-9]|1[01]) \\/ {n}$/.test({done})",  # part done, still running
+                f"parseInt({done}) >= {n // 2}",
+                f"{done} === '{n} / {n}' && !{running}",
+            ],
+            timeout=90,
+        )
+        assert mas[0].wait(60) == 0, mas[0].stderr.read()
+        summary = json.loads(next(out.glob("*/summary.json")).read_text())
+        view_ok = view.poll() is None
+    finally:
+        for proc in [*mas, view]:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+    assert view_ok  # the viewer served the whole run
+    assert page.console_errors == []  # every wait above was met (a timed-out wait is listed here)
+    assert (page.values["done"], page.values["running"]) == (f"{n} / {n}", False)
+    assert page.values["same_document"]  # followed live: never reloaded
+    accuracy = summary["accuracy"]
+    assert accuracy == pytest.approx((n - 1) / n)
+    assert page.values["acc"].startswith(f"{100 * accuracy:.1f} [")
+
+
+def test_markup_in_ids_names_and_errors_shows_as_text(runs, tmp_path):
+    """The report's XSS checks on the viewer's other texts: a model name (the list), a problem id,
+    an answer, a gold and an error (a run's rows and a sample's page) holding `<script>` and
+    `<img onerror>` are shown as written and run nothing."""
+    src = next((runs / "mas").glob("arith-mad-base-model-*"))
+    folder = tmp_path / "out" / src.name
+    shutil.copytree(src, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model": INJECTION}))
+    rec = json.loads((folder / "samples.jsonl").read_bytes().splitlines()[1])
+    odd = {**rec, "key": "odd#0", "problem_id": INJECTION, "answer": INJECTION, "gold": INJECTION}
+    odd.update(correct=False, error=f"HTTP 500: {INJECTION}", traceback=INJECTION)
+    with open(folder / "samples.jsonl", "ab") as f:
+        f.write((json.dumps(odd) + "\n").encode())
+    seen = {
+        "text": "document.getElementById('app').textContent",
+        "markup": "document.querySelectorAll('#app script, #app img').length",
+    }
+    with running_viewer([tmp_path / "out"]) as url:
+        (run,) = json.loads(_get(url + "api/runs"))["runs"]
+        assert run["model"] == INJECTION and run["skipped_lines"] == 0  # the line is a record
+        pages = [
+            load_page(url + path, seen, steps=["window.viewDraws >= 1"])
+            for path in (
+                "",
+                f"run?run={quote(run['id'])}&filter=errored",
+                f"sample?run={quote(run['id'])}&key=odd%230",
+            )
+        ]
+    for page, least in zip(pages, (1, 2, 4), strict=True):
+        assert page.console_errors == []  # neither the <script> nor the onerror ran
+        assert page.values["markup"] == 0
+        assert page.values["text"].count(INJECTION) >= least, page.values["text"]
