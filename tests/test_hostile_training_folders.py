@@ -255,3 +255,48 @@ def test_metric_values_past_the_bound_are_not_drawn() -> None:
     assert json_files.metric_value(-1e308) is None and json_files.metric_value(float("nan")) is None
     assert json_files.metric_value(True) is None and json_files.metric_value(10**400) is None
     assert json_files.metric_value(3) == 3.0 and json_files.metric_value(-2.5e14) == -2.5e14
+
+
+# --- run folders' own JSON: config.json and summary.json nested past the parser ---------------
+
+
+def test_a_run_folders_deep_config_json_is_no_earlier_run(tmp_path) -> None:
+    """read_config (every mas/games start looks at its siblings' config.json, rescore at its
+    source's): a config.json nested 100k deep was a RecursionError traceback."""
+    from mars_eval.run.identity import read_config
+
+    (tmp_path / "config.json").write_text('{"identity": ' + DEEP + "}")
+    assert read_config(tmp_path) == {}
+    (tmp_path / "config.json").write_text('{"task": "arith"}')
+    assert read_config(tmp_path) == {"task": "arith"}
+
+
+def test_a_games_folders_damaged_summary_is_no_earlier_results(tmp_path) -> None:
+    """A resumed `games` merges the folder's earlier summary.json: 100k deep was a traceback, and
+    a row whose game is a list a TypeError when merged (unhashable)."""
+    from mars_eval.run.games_results import merge_results, previous_results
+
+    (tmp_path / "summary.json").write_text('{"results": ' + DEEP + "}")
+    assert previous_results(tmp_path) == []
+    good = {"game": "tic_tac_toe", "opponent": "random", "seat": 0}
+    rows = [{"game": ["x"], "opponent": "random", "seat": 0}, good, {"game": "g", "opponent": {}, "seat": 1}]
+    (tmp_path / "summary.json").write_text(json.dumps({"results": rows}))
+    assert previous_results(tmp_path) == [good]
+    assert merge_results(previous_results(tmp_path), [good]) == [good]
+
+
+def test_rescore_of_a_run_whose_summary_is_too_deep_is_one_line(tmp_path) -> None:
+    from mars_eval.models.base import ConfigError
+    from mars_eval.run.rescore import read_source
+
+    (tmp_path / "config.json").write_text(json.dumps({"identity": {"task": "arith"}, "task": "arith"}))
+    with pytest.raises(ConfigError, match="no summary.json, so the run has not finished"):
+        read_source(str(tmp_path))
+    (tmp_path / "summary.json").write_text('{"n": ' + DEEP + "}")
+    with pytest.raises(
+        ConfigError, match=r"summary.json is not JSON we read \(JSON nested more than 64 deep\)"
+    ):
+        read_source(str(tmp_path))
+    (tmp_path / "summary.json").write_text("[1]")
+    with pytest.raises(ConfigError, match="summary.json is not a JSON object"):
+        read_source(str(tmp_path))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
 from mars_eval.models.base import ConfigError
@@ -49,33 +50,37 @@ def hide_key(text: str, key: str | None = None) -> str:
     keys = tuple(sorted(k for k in {key, os.environ.get("OPENAI_API_KEY")} if k and k not in NOT_A_KEY))
     if not keys or not text:
         return text
-    lowered, pattern = _key_forms(keys)
+    lowered, pattern, fragments = _key_forms(keys)
     low = text.lower()  # one fast pass: nearly every text holds no form of the key
     if not any(form in low for form in lowered):
         return text
-    return pattern.sub(HIDDEN, text)
+    return _hide_fragments(pattern.sub(HIDDEN, text), fragments)
+
+
+_Fragments = tuple[str, "re.Pattern[str]", "re.Pattern[str]"]  # the key lower-cased, its start, its end
 
 
 @functools.lru_cache(maxsize=8)
-def _key_forms(keys: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str]]:
-    """The lower-cased forms of the keys, and one case-insensitive pattern for all of them
-    (longest first, so an encoded form is replaced whole rather than in part)."""
+def _key_forms(keys: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str], tuple[_Fragments, ...]]:
+    """The lower-cased forms of the keys (whole, and the ends every fragment holds), one
+    case-insensitive pattern for the whole forms (longest first, so an encoded form is replaced
+    whole rather than in part), and what finds each key's fragments (`_hide_fragments`)."""
     forms: set[str] = set()
-    fragments: list[str] = []
+    fragments: list[_Fragments] = []
     for k in keys:
         if len(k) < 4:  # too short to tell from ordinary text
             continue
-        for form in (k, quote(k, safe=""), quote(k), quote_plus(k), quote(quote(k, safe=""), safe="")):
-            forms.add(form)
+        forms.update(_whole((k,)))
         if len(k) >= 2 * MIN_FRAGMENT:
-            fragments += [_prefix_pattern(k), _suffix_pattern(k)]
-            forms.update((k[:MIN_FRAGMENT], k[-MIN_FRAGMENT:]))  # what every fragment holds
+            head, tail = k[:MIN_FRAGMENT], k[-MIN_FRAGMENT:]
+            starts, ends = (re.compile(re.escape(end), re.IGNORECASE) for end in (head, tail))
+            fragments.append((k.lower(), starts, ends))
+            forms.update((head, tail))  # what every fragment holds
     ordered = sorted(forms, key=len, reverse=True)
     lowered = tuple(dict.fromkeys(f.lower() for f in ordered))
-    # whole forms first (longest first), then the longest fragment the text holds
-    alternatives = [re.escape(f) for f in ordered if f in _whole(keys)] + fragments
-    pattern = re.compile("|".join(alternatives) or "(?!)", re.IGNORECASE)
-    return lowered, pattern
+    whole_forms = _whole(keys)
+    whole = [re.escape(f) for f in ordered if f in whole_forms]
+    return lowered, re.compile("|".join(whole) or "(?!)", re.IGNORECASE), tuple(fragments)
 
 
 # A run of at least this many characters from either end of the key is hidden too: a server's
@@ -93,23 +98,60 @@ def _whole(keys: tuple[str, ...]) -> set[str]:
     }
 
 
-def _prefix_pattern(key: str) -> str:
-    """Any start of `key` at least MIN_FRAGMENT long: its first characters, then each next one
-    optional in turn (the longest present is matched)."""
-    head, rest = key[:MIN_FRAGMENT], key[MIN_FRAGMENT:]
-    tail = ""
-    for ch in reversed(rest):
-        tail = f"(?:{re.escape(ch)}{tail})?"
-    return re.escape(head) + tail
+def _hide_fragments(text: str, fragments: tuple[_Fragments, ...]) -> str:
+    """`text` with each longest run from the start or the end of a key (at least MIN_FRAGMENT
+    characters, any letter case) replaced by `***`. Found by searching for the key's first and
+    last MIN_FRAGMENT characters and widening each hit as far as the text goes on matching the
+    key (a binary search over slices: keys of any length, no pattern nested per character)."""
+    spans: list[tuple[int, int]] = []
+    for low, head, tail in fragments:
+        spans += _runs(text, low, head, tail)
+    if not spans:
+        return text
+    merged: list[list[int]] = []  # overlapping or touching runs: one `***`
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    out: list[str] = []
+    done = 0
+    for s, e in merged:
+        out += [text[done:s], HIDDEN]
+        done = e
+    out.append(text[done:])
+    return "".join(out)
 
 
-def _suffix_pattern(key: str) -> str:
-    """Any end of `key` at least MIN_FRAGMENT long."""
-    body, last = key[:-MIN_FRAGMENT], key[-MIN_FRAGMENT:]
-    lead = ""
-    for ch in body:
-        lead = f"(?:{lead}{re.escape(ch)})?"
-    return lead + re.escape(last)
+def _runs(text: str, low: str, head: re.Pattern[str], tail: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of each longest run of `text` that is a start or an end of the key `low`."""
+    n = len(low)
+    runs: list[tuple[int, int]] = []
+    pos = 0
+    while (hit := head.search(text, pos)) is not None:
+        s = hit.start()
+        runs.append(
+            (s, s + _longest(lambda m, s=s: text[s : s + m].lower() == low[:m], min(n, len(text) - s)))
+        )
+        pos = s + 1
+    pos = 0
+    while (hit := tail.search(text, pos)) is not None:
+        e = hit.end()
+        runs.append((e - _longest(lambda m, e=e: text[e - m : e].lower() == low[n - m :], min(n, e)), e))
+        pos = hit.start() + 1
+    return runs
+
+
+def _longest(matches: Callable[[int], bool], most: int) -> int:
+    """The largest m in MIN_FRAGMENT..most with `matches(m)` (true at MIN_FRAGMENT: a hit)."""
+    lo, hi = MIN_FRAGMENT, max(most, MIN_FRAGMENT)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if matches(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _hide(m: re.Match[str]) -> str:

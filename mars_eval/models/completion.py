@@ -147,7 +147,9 @@ def move_cut_off_thinking(request_body: bytes, response_body: bytes, data: dict)
         return False
     changed = False
     for choice in data["choices"] if isinstance(data["choices"], list) else []:
-        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(choice, dict):  # a later choice of any shape (only the first is checked)
+            continue
+        message = choice.get("message")
         if choice.get("finish_reason") != "length" or not isinstance(message, dict):
             continue
         content = message.get("content")

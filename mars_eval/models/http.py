@@ -249,7 +249,9 @@ class HTTPClient:
         response = await self.openai.post("/chat/completions", body=body, cast_to=httpx.Response)
         data = response.extensions.get(COMPLETION)
         if data is None:
-            data = decode_completion(response.content, response.headers.get("content-type"))
+            data = decode_completion(
+                response.content, response.headers.get("content-type"), response.status_code
+            )
         lowered = response.headers.get(LOWERED_HEADER)
         if lowered:
             data["_max_tokens_lowered_to"] = int(lowered)

@@ -38,6 +38,7 @@ from mars_eval.models.retry import RetryPolicy, retry_after_seconds
 from mars_eval.models.wire import (
     ACCEPT_ENCODING,
     MAX_REPLY_BYTES,
+    BudgetFull,
     ByteBudget,
     ReplyTooLarge,
     SendError,
@@ -170,8 +171,8 @@ class EndpointPool:
 
     async def _send_retrying(self, request: WireRequest) -> WireResponse:
         """One request under the retry policy (the caller holds a slot). A chat reply that
-        arrives with 200 comes back decoded (`completion`), or raises `MalformedReply` when the
-        last attempt's was not a usable completion."""
+        arrives with a 2xx comes back decoded (`completion`), or raises `MalformedReply` when the
+        last attempt's was not a usable completion (a 204 with no body is named so)."""
         chat = request.method == "POST" and request.chat
         attempts = self.policy.max_attempts
         for attempt in range(attempts):
@@ -179,15 +180,18 @@ class EndpointPool:
             with self.balancer.sending(self.balancer.pick()) as endpoint:
                 try:
                     response = await self._send(request, self._target(request, endpoint))
-                except SendError:
+                except SendError as exc:
                     wait = self.policy.delay(attempt)
-                    self.balancer.mark_down(endpoint, wait)
+                    if not isinstance(exc, BudgetFull):  # a full budget is ours, not the endpoint's
+                        self.balancer.mark_down(endpoint, wait)
                     if last:
                         raise
                 else:
-                    if response.status_code == 200 and chat:
+                    status = response.status_code
+                    if chat and 200 <= status < 300:  # a 204 with no body too: asked again
                         try:
-                            data = decode_completion(response.content, response.headers.get("content-type"))
+                            kind = response.headers.get("content-type")
+                            data = decode_completion(response.content, kind, status)
                         except MalformedReply:
                             if last:
                                 raise

@@ -43,6 +43,11 @@ class ReplyTooLarge(SendError):
 MAX_HELD_REPLY_BYTES = 256 * 1024 * 1024  # bodies being received at once, over all calls of a pool
 
 
+class BudgetFull(ReplyTooLarge):
+    """A reply refused because the pool's `ByteBudget` is full: this process is busy, the
+    endpoint is not at fault (it is not marked down)."""
+
+
 class ByteBudget:
     """The bytes of reply bodies a pool receives at once, over all its calls: a reply that
     would take the total past `limit` fails its attempt (`ReplyTooLarge`, retried after a
@@ -56,7 +61,7 @@ class ByteBudget:
 
     def take(self, n: int) -> None:
         if self.held + n > self.limit:
-            raise ReplyTooLarge(f"replies too large: over {self.limit >> 20} MiB received at once")
+            raise BudgetFull(f"replies too large: over {self.limit >> 20} MiB received at once")
         self.held += n
         self.peak = max(self.peak, self.held)
 

@@ -7,15 +7,16 @@ ones it prints).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from mars_eval.games import make_game
 from mars_eval.games.play import outcome, summarize_episodes
+from mars_eval.models.base import ConfigError
 from mars_eval.run.games_config import GamesConfig
 from mars_eval.run.games_plan import plan_units
 from mars_eval.run.intervals import episode_intervals
+from mars_eval.run.json_files import read_object
 from mars_eval.run.store import RunStore
 
 NORMALIZATION_NOTE = (
@@ -55,11 +56,17 @@ def _row_key(row: dict[str, Any]) -> tuple[str, str, str]:
 def previous_results(run_dir: Path) -> list[dict[str, Any]]:
     """The rows of the folder's earlier summary.json (none when missing or unreadable)."""
     try:
-        data = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-        rows = data.get("results") or []
-        return [r for r in rows if isinstance(r, dict) and {"game", "opponent", "seat"} <= set(r)]
-    except (OSError, ValueError, AttributeError):
+        rows = read_object(run_dir / "summary.json").get("results")  # bounded: 100k deep is refused
+    except ConfigError:
         return []
+    if not isinstance(rows, list):
+        return []
+    return [r for r in rows if isinstance(r, dict) and _keyed(r)]
+
+
+def _keyed(row: dict[str, Any]) -> bool:
+    """Whether `row` has a key to merge by (text or whole numbers: a list there could not be one)."""
+    return all(isinstance(row.get(name), str | int) for name in ("game", "opponent", "seat"))
 
 
 def merge_results(previous: list[dict[str, Any]], current: list[dict[str, Any]]) -> list[dict[str, Any]]:

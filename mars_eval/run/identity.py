@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.backends import identity_name, is_remote
+from mars_eval.models.base import ConfigError
+from mars_eval.run.json_files import read_object
 from mars_eval.run.store import config_hash, slug
 from mars_eval.tasks.base import Problem
 
@@ -100,11 +102,12 @@ def stored_differences(run_dir: Path, problems: list[Problem]) -> int:
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
+    """A run folder's config.json, or {} when it is missing or no JSON object within
+    `json_files`' bounds (nested 100k deep, a FIFO, 2 GB): such a folder is no earlier run."""
     try:
-        data = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_object(run_dir / "config.json")
+    except ConfigError:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def siblings(output: Path, name: str) -> list[Path]:
