@@ -300,3 +300,26 @@ def test_rescore_of_a_run_whose_summary_is_too_deep_is_one_line(tmp_path) -> Non
     (tmp_path / "summary.json").write_text("[1]")
     with pytest.raises(ConfigError, match="summary.json is not a JSON object"):
         read_source(str(tmp_path))
+
+
+def test_compare_and_report_read_a_deep_config_or_suite_file_within_bounds(tmp_path: Path) -> None:
+    """`compare` on a run folder whose config.json or summary.json is 100k levels deep: one
+    ConfigError line, not a RecursionError; the report's suite.json lookup skips such a file."""
+    from mars_eval.analysis.compare import load_run
+    from mars_eval.models.base import ConfigError
+    from mars_eval.report.html import named_order
+    from mars_eval.run.suite import SUITE_FILE
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_text("")
+    for name in ("config.json", "summary.json"):
+        (run / "config.json").write_text("{}")
+        (run / name).write_text(DEEP)
+        with pytest.raises(ConfigError, match="cannot read run folder") as caught:
+            load_run(run)
+        assert len(str(caught.value).splitlines()) == 1
+    (tmp_path / SUITE_FILE).write_text(DEEP)
+    assert named_order([str(tmp_path)]) == []
+    (tmp_path / SUITE_FILE).write_text(json.dumps({"models": ["a", "b"]}))
+    assert named_order([str(tmp_path)]) == ["a", "b"]

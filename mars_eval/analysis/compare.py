@@ -21,7 +21,6 @@ different tasks, or of different kinds, or with nothing in common, are bad input
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from mars_eval.analysis.stats import (
 from mars_eval.analysis.tables import problem_key
 from mars_eval.models.base import ConfigError
 from mars_eval.run.failures import OK, SOME_ERRORED
+from mars_eval.run.json_files import read_object
 from mars_eval.run.records import unit_of
 from mars_eval.run.store import RunStore
 from mars_eval.textsafe import plain
@@ -81,11 +81,11 @@ def load_run(path: str | Path, skipped: list[str] | None = None) -> Run:
     d = Path(path)
     if not (d / "samples.jsonl").is_file() or not (d / "config.json").is_file():
         raise ConfigError(f"{d} is not a run folder (no config.json and samples.jsonl)")
-    try:
-        config = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    try:  # within json_files' bounds: a deep or huge file is one line, not a RecursionError
+        config = read_object(d / "config.json")
         summary_path = d / "summary.json"
-        summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
-    except (OSError, ValueError) as exc:
+        summary = read_object(summary_path) if summary_path.is_file() else {}
+    except ConfigError as exc:
         raise ConfigError(f"cannot read run folder {d}: {exc}") from None
     lines: list[str] = []
     records = RunStore.load_records(d / "samples.jsonl", skipped=lines, unit=unit_of(config))

@@ -33,6 +33,7 @@ from mars_eval.report import data as report_data
 from mars_eval.report import plots
 from mars_eval.report.output import atomic_dir, atomic_file
 from mars_eval.report.structure import structure_of
+from mars_eval.run.json_files import read_object
 from mars_eval.run.rundirs import RunDir, find_runs
 from mars_eval.run.suite import SUITE_FILE
 
@@ -98,10 +99,14 @@ def named_order(dirs: list[str]) -> list[str]:
     """Models as `suite` named them, from the first suite.json found in `dirs`."""
     for d in dirs:
         path = Path(d) / SUITE_FILE
-        try:
-            return list(json.loads(path.read_text(encoding="utf-8")).get("models") or [])
-        except (OSError, ValueError, AttributeError):
+        if not path.is_file():
             continue
+        try:  # within json_files' bounds (a deep file is skipped, not a RecursionError)
+            models = read_object(path).get("models") or []
+        except ConfigError:
+            continue
+        if isinstance(models, list):
+            return [str(m) for m in models]
     return []
 
 
