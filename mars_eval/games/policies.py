@@ -65,10 +65,10 @@ def equilibrium_table(game_name: str) -> PolicyTable:
     solver_name, iterations = SOLVERS[game_name]
     path = cache_dir() / f"{game_name}-{solver_name}-{iterations}.json"
     table: PolicyTable | None = None
-    try:
+    try:  # a damaged cache (not JSON, too deep, not a table) is solved again, never a traceback
         raw = json.loads(path.read_text(encoding="utf-8"))
-        table = {k: [(int(a), float(p)) for a, p in v] for k, v in raw.items()}
-    except (OSError, ValueError, TypeError):
+        table = {str(k): [(int(a), float(p)) for a, p in v] for k, v in raw.items()}
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         table = None
     if not table:
         table = solve(game_name)

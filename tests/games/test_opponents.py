@@ -115,3 +115,23 @@ def test_opponent_specs_are_validated_per_game():
     ]:
         with pytest.raises(ConfigError, match="use one of"):
             make_opponent(spec, make_game(game), 0)
+
+
+def test_a_damaged_policy_cache_is_solved_again(tmp_path, monkeypatch) -> None:
+    """The equilibrium cache holding deep JSON, a list or pairs of the wrong shape: the table is
+    solved again (and the cache rewritten), never a RecursionError or AttributeError."""
+    import json
+
+    from mars_eval.games import policies
+
+    monkeypatch.setenv("MARS_EVAL_CACHE", str(tmp_path))
+    solver, iterations = policies.SOLVERS["kuhn_poker"]
+    path = tmp_path / "policies" / f"kuhn_poker-{solver}-{iterations}.json"
+    path.parent.mkdir(parents=True)
+    for damaged in ("[" * 100_000 + "]" * 100_000, "[1, 2]", '{"0": [[1]]}'):
+        policies._MEMO.pop("kuhn_poker", None)
+        path.write_text(damaged)
+        table = policies.equilibrium_table("kuhn_poker")
+        assert table and all(abs(sum(p for _, p in v) - 1) < 1e-6 for v in table.values())
+        assert json.loads(path.read_text())  # rewritten whole
+    policies._MEMO.pop("kuhn_poker", None)
