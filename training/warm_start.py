@@ -23,8 +23,14 @@ learn from. This phase teaches the answer format and legality only, before the f
              spreads its mass over legal moves exactly as q), and every `eval_every` steps the
              invalid-move and malformed-reply rates of greedy replies on held-out positions.
 
-The moves are uniform over the legal ones: the warm start teaches what a move looks like, never
-which move is good; everything about playing well is left to RL. Off (0 steps) for the reference
+By default (`format_warmstart_policy="uniform"`) the moves are uniform over the legal ones: the
+warm start teaches what a move looks like, never which move is good; everything about playing
+well is left to RL. "tactical" spreads q over a simple policy's choices instead (the issue's
+"the game engine provides the legal actions and a simple policy's choice"): the moves that win
+at once, else those after which the opponent has no move that wins at once (a block), else all
+legal moves; in games with chance or hidden information it is "uniform". Whatever a checkpoint
+warm-started this way plays well then owes something to imitation, so a run reports its
+checkpoint after the warm start (checkpoints/initial) beside the RL steps'. Off (0 steps) for the reference
 presets: the reference trains Qwen3-4B from its instruct checkpoint with no such phase, and an
 unparsable or illegal move there is a lost game (-1 - 10, its environments' `lose_for_wrong_format`),
 which our `forfeit="reference"` reproduces.
@@ -38,10 +44,11 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyspiel
 import torch
 
 from mars_eval.games import make_game, reference_env
@@ -57,12 +64,18 @@ _WELL_FORMED = re.compile(r"<answer>.*?</answer>", re.S)
 @dataclass
 class Position:
     """One prompt of the warm start: the episode at that point (to parse a reply against), the
-    seat to move, its prompt tokens, and each legal reply's tokens (as the model must write it)."""
+    seat to move, its prompt tokens, each legal reply's tokens (as the model must write it) and
+    the replies the targets spread over (all of them, or the tactical policy's choices)."""
 
     episode: Any
     seat: int
     prompt_ids: list[int]
     replies: list[list[int]]
+    targets: list[list[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            self.targets = self.replies
 
 
 def answer_text(move: str) -> str:
@@ -78,6 +91,40 @@ def written_moves(ep: Any, style: str) -> dict[str, str]:
     return {ep.name_of(a): reference_env.action_string(ep, player, a) for a in ep.state.legal_actions(player)}
 
 
+def tactical_moves(ep: Any, names: list[str]) -> list[str]:
+    """The moves of `names` (legal move names, as `ep.apply` takes them) a one-ply tactician
+    plays: those that win at once; else those after which the opponent has no reply that wins
+    at once; else all of them. Games with chance or hidden information: all of them."""
+    state = ep.state
+    kind = state.get_game().get_type()
+    perfect = kind.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+    if not perfect or kind.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        return names
+    me = state.current_player()
+    action_of = {ep.name_of(a): a for a in state.legal_actions(me)}
+
+    def after(st: Any, action: int) -> Any:
+        child = st.clone()
+        child.apply_action(action)
+        return child
+
+    children = {n: after(state, action_of[n]) for n in names if n in action_of}
+    wins = [n for n, c in children.items() if c.is_terminal() and c.returns()[me] > 0]
+    if wins:
+        return wins
+
+    def opponent_wins(child: Any) -> bool:
+        if child.is_terminal():
+            return False
+        them = child.current_player()
+        return any(
+            (g := after(child, a)).is_terminal() and g.returns()[them] > 0 for a in child.legal_actions(them)
+        )
+
+    safe = [n for n, c in children.items() if not opponent_wins(c)]
+    return safe or names
+
+
 def positions(
     games: tuple[str, ...],
     n: int,
@@ -87,8 +134,10 @@ def positions(
     style: str,
     thinking: bool,
     pack: PromptPack | None,
+    policy: str = "uniform",
 ) -> list[Position]:
-    """`n` positions spread over `games`, reached by random legal play (0-11 moves)."""
+    """`n` positions spread over `games`, reached by random legal play (0-11 moves); each with
+    its target replies by `policy` ("uniform": every legal reply; "tactical": `tactical_moves`)."""
     rng = random.Random(seed)
     prefill = reply_prefill(style, thinking)
     eos = tok.eos_token_id
@@ -115,9 +164,14 @@ def positions(
         seat = ep.current_player
         messages = seat_messages(style, ep, seat, replies[seat], chats, pack)
         prompt = render_prompt(tok, messages, style, thinking)
-        legal = [answer_text(m)[len(prefill) :] for m in written_moves(ep, style).values()]
-        ids = [tok(text, add_special_tokens=False)["input_ids"] + [eos] for text in legal]
-        out.append(Position(ep, seat, prompt, ids))
+        written = written_moves(ep, style)
+
+        def reply_ids(names: list[str], written: dict[str, str] = written) -> list[list[int]]:
+            texts = [answer_text(written[m])[len(prefill) :] for m in names]
+            return [tok(text, add_special_tokens=False)["input_ids"] + [eos] for text in texts]
+
+        chosen = tactical_moves(ep, list(written)) if policy == "tactical" else list(written)
+        out.append(Position(ep, seat, prompt, reply_ids(list(written)), reply_ids(chosen)))
     return out
 
 
@@ -187,7 +241,14 @@ def format_warmstart(
     style, thinking = cfg.prompt_style, cfg.enable_thinking
     steps, batch = cfg.format_warmstart_steps, cfg.format_warmstart_batch_size
     train = positions(
-        cfg.games, steps * batch, cfg.seed + 101, tok, style=style, thinking=thinking, pack=pack
+        cfg.games,
+        steps * batch,
+        cfg.seed + 101,
+        tok,
+        style=style,
+        thinking=thinking,
+        pack=pack,
+        policy=cfg.format_warmstart_policy,
     )
     held_out = positions(
         cfg.games,
@@ -227,13 +288,13 @@ def format_warmstart(
         for step in range(1, steps + 1):
             step_started = time.perf_counter()
             chunk = train[(step - 1) * batch : step * batch]
-            sampled = [rng.choice(p.replies) for p in chunk]
+            sampled = [rng.choice(p.targets) for p in chunk]
             ids, attn, mask = build_rows([p.prompt_ids for p in chunk], sampled, pad)
             logits = reply_logits(model, ids, attn, mask)
             q = torch.zeros_like(logits)
             row = 0
             for p, reply in zip(chunk, sampled, strict=True):
-                for dist in soft_targets(reply, p.replies):
+                for dist in soft_targets(reply, p.targets):
                     for token, prob in dist.items():
                         q[row, token] = prob
                     row += 1

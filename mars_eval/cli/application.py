@@ -181,7 +181,7 @@ def games(
     prompt_style: Annotated[
         str | None,
         typer.Option(
-            help="reference (the MARS environments' text), full or compact (ours)",
+            help="reference (the MARS environments' text), full, compact or compact-legal (ours)",
             show_default=CKPT + "reference",
         ),
     ] = None,

@@ -27,7 +27,7 @@ run it with asyncio.to_thread). Specs: "mcts<N>" (board games), "cfr" (Kuhn), "e
 from __future__ import annotations
 
 from mars_eval.games.board import ConnectFourEpisode, TicTacToeEpisode
-from mars_eval.games.core import PROMPT_STYLES, Episode, Game
+from mars_eval.games.core import PROMPT_STYLES, SINGLE_TURN_STYLES, Episode, Game
 from mars_eval.games.hanabi import HanabiEpisode
 from mars_eval.games.opponents import DEFAULT_OPPONENTS, Opponent, make_opponent
 from mars_eval.games.params import GAME_PARAMS
@@ -67,6 +67,7 @@ __all__ = [
     "GAMES_HELD_OUT",
     "GAMES_TRAIN",
     "PROMPT_STYLES",
+    "SINGLE_TURN_STYLES",
     "Episode",
     "Game",
     "Opponent",

@@ -25,7 +25,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
-from mars_eval.games.core import Episode, Game, check_style
+from mars_eval.games.core import SINGLE_TURN_STYLES, Episode, Game, check_style
 from mars_eval.games.opponents import Opponent, make_opponent
 from mars_eval.mas.base import SampleContext
 from mars_eval.models.base import Message
@@ -76,8 +76,8 @@ class LLMAgent:
     def prompt_for(self, episode: Episode, player: int) -> list[Message]:
         if self.style == "reference":
             return episode.messages(player, "reference", self._replies.get(player, []), self.pack)
-        if self.style == "compact":
-            return episode.messages(player, "compact", pack=self.pack)
+        if self.style in SINGLE_TURN_STYLES:
+            return episode.messages(player, self.style, pack=self.pack)
         chat = self._chats.get(player)
         if chat is None:
             chat = self._chats[player] = episode.messages(player, "full", pack=self.pack)
@@ -86,7 +86,7 @@ class LLMAgent:
         return list(chat)
 
     async def act(self, episode: Episode, player: int) -> Move:
-        seen = 0 if self.style == "compact" else self._seen.get(player, 0)
+        seen = 0 if self.style in SINGLE_TURN_STYLES else self._seen.get(player, 0)
         messages = self.prompt_for(episode, player)
         self._seen[player] = len(messages) + 1  # this prompt and the reply to it
         # The transcript gets only what is new in this prompt (earlier turns are already in it).

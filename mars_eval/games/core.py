@@ -15,10 +15,14 @@ player wins; Hanabi: both keep the score reached so far.
 Prompt styles: "reference" (the reference environments' chat, reference_env.py, its prose from
 the prompt pack: `ours`, or `mars` for the text released MARS checkpoints were trained on; the
 default for full-size models), "full" (our multi-turn
-chat: rules, seat and format in a system message, then one observation per turn) and "compact"
-(one short user message per turn, for tiny checkpoints). The full and compact styles' prose
-(rules, seat line, answer format, the compact message) is the pack's games.full.* and
-games.compact.* templates; the state rendering and action names are code.
+chat: rules, seat and format in a system message, then one observation per turn), "compact"
+(one short user message per turn, for tiny checkpoints) and "compact-legal" (the compact message
+plus a line naming the legal moves, where the compact message does not already list them: the
+board games. A small model that must read the free cells off a drawn board repeats an occupied
+one about one move in five after a supervised warm start; copying a listed move is easier). The
+full and compact styles' prose (rules, seat line, answer format, the compact message, the legal
+line) is the pack's games.full.* and games.compact.* templates; the state rendering and action
+names are code.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ import pyspiel
 from mars_eval.games import reference_env
 from mars_eval.models.base import ConfigError, Message
 from mars_eval.prompts import PromptPack, load_pack
+from mars_eval.prompts.schema import GAME_PROMPT_STYLES, SINGLE_TURN_STYLES
 
-PROMPT_STYLES = ("reference", "full", "compact")
+PROMPT_STYLES = GAME_PROMPT_STYLES
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 _WRAPPERS = {"[": "]", "{": "}", "<": ">", "(": ")", '"': '"', "'": "'", "`": "`", "*": "*"}
@@ -100,6 +105,7 @@ class Episode:
 
     display_name: ClassVar[str] = ""
     family: ClassVar[str] = ""  # the prompt pack's key of this game's templates (games.full.FAMILY)
+    compact_lists_moves: ClassVar[bool] = False  # its compact message names the legal moves itself
 
     def __init__(self, game: Game, seed: int):
         self.game = game
@@ -233,8 +239,8 @@ class Episode:
         check_style(style)
         if style == "reference":
             return reference_env.messages(self, player, list(replies or []), pack)
-        if style == "compact":
-            return [{"role": "user", "content": self.observation(player, "compact", pack)}]
+        if style in SINGLE_TURN_STYLES:
+            return [{"role": "user", "content": self.observation(player, style, pack)}]
         return [
             {"role": "system", "content": self.system_prompt(player, "full", pack)},
             {"role": "user", "content": self.observation(player, "full", pack)},
@@ -242,7 +248,7 @@ class Episode:
 
     def system_prompt(self, player: int, style: str = "full", pack: PromptPack | None = None) -> str:
         check_style(style)
-        if style == "compact":
+        if style in SINGLE_TURN_STYLES:
             return ""
         if style == "reference":
             return reference_env.prefix(self.game.name, player, self.game.params, pack)["system"]
@@ -255,6 +261,11 @@ class Episode:
         pack = pack or load_pack()
         if style == "compact":
             return self.compact_view(player, pack)
+        if style == "compact-legal":
+            view = self.compact_view(player, pack)
+            if self.compact_lists_moves or self.is_terminal or self.current_player != player:
+                return view
+            return view + "\n" + pack.render("games.compact.legal", legal=", ".join(self.legal_actions()))
         if style == "reference":
             return reference_env.render_state(self.game.name, self.state)
         parts = [self.view(player)]

@@ -85,6 +85,7 @@ class HanabiEpisode(Episode):
 
     display_name = "Hanabi"
     family = "hanabi"
+    compact_lists_moves = True  # "Options: ..." in the compact message
 
     def __init__(self, game: Game, seed: int):
         self._events: list[dict] = []  # public outcome of each history entry

@@ -24,6 +24,8 @@ def _chips(n: int) -> str:
 
 
 class _PokerEpisode(Episode):
+    compact_lists_moves = True  # "Options: ..." in the compact message
+
     def _who(self, who: int, viewer: int) -> str:
         return "You" if who == viewer else "Opponent"
 

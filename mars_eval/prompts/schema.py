@@ -98,6 +98,7 @@ PLACEHOLDERS: dict[str, frozenset[str]] = {
     # the games' "full" style (mars_eval.games.core): answer format, the turn's closing lines
     "games.full.answer_format": frozenset(),
     "games.full.act": frozenset({"legal"}),
+    "games.compact.legal": frozenset({"legal"}),
     "games.full.first": frozenset(),
     "games.full.second": frozenset(),
     "games.full.hanabi.middle": frozenset(),
@@ -159,6 +160,8 @@ PLACEHOLDERS.update(
         "games.compact.hanabi": frozenset(
             {"fireworks", "lives", "hints", "deck", "own", "partner", "last_move", "options"}
         ),
+        # the "compact-legal" style: the compact message, then this line with the legal moves
+        "games.compact.legal": frozenset({"legal"}),
         # the LLM judge (mars_eval.tasks.judge): the problem as sent, the system's final reply, the gold
         "scoring.judge": frozenset({"question", "response", "gold"}),
     }
@@ -224,8 +227,15 @@ LATER: frozenset[str] = frozenset(
         "mas.dylan.main_response",
         "mas.dylan.main_rank",
         "scoring.judge",
+        "games.compact.legal",
     }
 )
+
+# The games' prompt styles (mars_eval/games/core.py renders them); "compact" and "compact-legal"
+# send one user message a turn, with no history. Here, not in the games package, so settings can
+# validate a style without importing OpenSpiel.
+GAME_PROMPT_STYLES = ("reference", "full", "compact", "compact-legal")
+SINGLE_TURN_STYLES = ("compact", "compact-legal")
 
 # Lists of text (not templates): key -> how many entries at least.
 LISTS: dict[str, int] = {"mas.macnet.personas": 2, "games.hanabi.colors": 5}

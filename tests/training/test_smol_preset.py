@@ -55,6 +55,9 @@ def test_smol_preset_is_self_play_with_the_reference_credit_assignment(tmp_path)
         8,
         1e-4,
     )
+    # the legal moves in the prompt, the warm start on a tactician's moves (issue 40, second run)
+    assert (cfg.prompt_style, cfg.format_warmstart_policy) == ("compact-legal", "tactical")
+    assert reference.format_warmstart_policy == "uniform" and reference.prompt_style == "reference"
     assert cfg.rollout_batch % 2 == 0 and cfg.rollout_batch // cfg.minibatches >= 2  # whole episodes
     # the reference presets keep the reference's defaults
     assert reference.chat_system_prompt == "template" and reference.format_warmstart_steps == 0
@@ -105,7 +108,7 @@ def test_smol_preset_one_step_with_an_evaluation_point(tmp_path, monkeypatch):
             "curve_episodes": 1,
         },
     )
-    assert cfg.model.endswith("smollm2-135m-instruct") and cfg.prompt_style == "compact"
+    assert cfg.model.endswith("smollm2-135m-instruct") and cfg.prompt_style == "compact-legal"
     out = tmp_path / "smol"
     assert Trainer(cfg, out, log=lambda *_: None).run() == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -14,7 +14,7 @@ import torch
 from mars_eval.models.base import ConfigError
 from training.config import PRESETS, build_config, validate
 from training.rollout import render_prompt, reply_prefill, seat_messages
-from training.warm_start import format_warmstart, positions
+from training.warm_start import format_warmstart, positions, tactical_moves
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def micro(micro_model_dir):
     return AutoTokenizer.from_pretrained(micro_model_dir), micro_model_dir
 
 
-@pytest.mark.parametrize("style", ["compact", "full", "reference"])
+@pytest.mark.parametrize("style", ["compact", "compact-legal", "full", "reference"])
 def test_every_target_is_a_reply_the_rollout_parses_as_a_legal_move(style, micro) -> None:
     tok, _ = micro
     found = positions(("tic_tac_toe", "kuhn_poker"), 12, 0, tok, style=style, thinking=False, pack=None)
@@ -129,3 +129,67 @@ def test_smollm2_learns_the_format(monkeypatch) -> None:
     summary = format_warmstart(model, tok, cfg, pack=None, log=lambda *_: None)
     assert summary["invalid_rate_first"] >= 0.75
     assert summary["invalid_rate_last"] <= 0.5 and summary["malformed_rate_last"] <= 0.25
+
+
+def _played(moves: list[str]):
+    from mars_eval.games import make_game
+
+    ep = make_game("tic_tac_toe").new_episode(0)
+    for move in moves:
+        ep.apply(move)
+    return ep
+
+
+def test_tactical_moves_win_at_once_else_block_else_all() -> None:
+    win = _played(["x(0,0)", "o(1,1)", "x(0,1)", "o(2,2)"])  # x completes the top row
+    assert tactical_moves(win, win.legal_actions()) == ["x(0,2)"]
+    block = _played(["x(0,0)", "o(1,1)", "x(0,1)"])  # o must take (0,2)
+    assert tactical_moves(block, block.legal_actions()) == ["o(0,2)"]
+    quiet = _played(["x(1,1)"])
+    assert tactical_moves(quiet, quiet.legal_actions()) == quiet.legal_actions()
+    # o threatens (1,2), but x wins at once at (0,2): the win, not the block
+    both = _played(["x(0,0)", "o(1,0)", "x(0,1)", "o(1,1)"])
+    assert tactical_moves(both, both.legal_actions()) == ["x(0,2)"]
+    # x threatens (0,2) and (2,0) at once: no move leaves o safe, so every legal move
+    lost = _played(["x(0,0)", "o(1,1)", "x(1,0)", "o(2,1)", "x(0,1)"])
+    assert tactical_moves(lost, lost.legal_actions()) == lost.legal_actions()
+
+
+def test_tactical_targets_are_a_subset_of_the_legal_replies(micro) -> None:
+    tok, _ = micro
+    found = positions(
+        ("tic_tac_toe",), 40, 5, tok, style="compact-legal", thinking=False, pack=None, policy="tactical"
+    )
+    narrowed = 0
+    for p in found:
+        assert p.targets and all(t in p.replies for t in p.targets)
+        narrowed += len(p.targets) < len(p.replies)
+    assert narrowed > 0  # some positions had a win or a block to make
+    uniform = positions(("tic_tac_toe",), 40, 5, tok, style="compact-legal", thinking=False, pack=None)
+    assert all(p.targets == p.replies for p in uniform)
+
+
+def test_tactical_is_uniform_where_chance_or_hidden_information() -> None:
+    from mars_eval.games import make_game
+
+    ep = make_game("kuhn_poker").new_episode(0)
+    assert tactical_moves(ep, ep.legal_actions()) == ep.legal_actions()
+
+
+def test_compact_legal_prompt_lists_the_legal_moves_of_board_games_only() -> None:
+    ep = _played(["x(1,1)"])
+    (message,) = ep.messages(1, "compact-legal")
+    compact = ep.messages(1, "compact")[0]["content"]
+    assert message["content"].startswith(compact)
+    listed = message["content"][len(compact) :]
+    assert all(move in listed for move in ep.legal_actions()) and "o(1,1)" not in listed
+    from mars_eval.games import make_game
+
+    poker = make_game("kuhn_poker").new_episode(0)
+    seat = poker.current_player
+    assert poker.messages(seat, "compact-legal") == poker.messages(seat, "compact")  # lists Options already
+
+
+def test_format_warmstart_policy_is_validated() -> None:
+    with pytest.raises(ConfigError, match="format_warmstart_policy"):
+        validate(replace(build_config("micro"), format_warmstart_policy="greedy"))
