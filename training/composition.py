@@ -13,8 +13,9 @@ trajectories of each game; every environment plays one episode, and one more if 
 acted (a first-move forfeit leaves that seat without a trajectory), so each game still fills
 its share; the first of each game to finish are kept.
 
-Finish order. Our rollout advances every environment in lock-step rounds of batched
-generation, so the reference's wall-clock order does not exist here. An environment's clock is
+Finish order. The reference's wall-clock order would make the batch depend on timing; ours
+does not, whether the rollout advances in lock-step rounds (`rollout_schedule=rounds`) or each
+environment as its reply arrives (`async`, training/rollout_async.py). An environment's clock is
 the number of tokens it has generated so far plus one per turn (under vLLM's continuous
 batching a turn takes time in proportion to its decode length, and episodes of an environment
 run one after another); a trajectory finishes at its environment's clock when its episode ends.

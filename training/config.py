@@ -20,6 +20,7 @@ from typing import Any
 
 from mars_eval.models.base import ConfigError
 from mars_eval.prompts import PromptPack, load_pack, pack_dir
+from mars_eval.prompts.schema import GAME_PROMPT_STYLES
 
 TINY_MODEL = "@tiny"  # built from scratch + supervised warm start (see training/tiny.py)
 
@@ -40,7 +41,8 @@ class TrainConfig:
     # --- games and rollouts ---
     games: tuple[str, ...] = ("tic_tac_toe", "kuhn_poker", "mini_hanabi")
     # "reference" (the reference environments' text and action strings, mars_eval.games.reference_env)
-    # | "full" (our multi-turn chat) | "compact" (one short user message per turn)
+    # | "full" (our multi-turn chat) | "compact" (one short user message per turn) | "compact-legal"
+    # (compact plus a line naming the legal moves; mars_eval/games/core.py)
     prompt_style: str = "reference"
     # the prompt pack of the game text, any style (mars_eval.prompts): a name, a YAML file, or "auto"
     # (the imported `mars` pack, the reference environments' text, when there is one, else `ours`)
@@ -106,6 +108,10 @@ class TrainConfig:
     micro_batch_tokens: int = 0
     logprob_chunk: int = 1024  # response positions whose full-vocabulary logits exist at once
     loss_agg: str = "trajectory"  # token mean per "trajectory" (reference) or per "turn", then mean
+    # training rows: "turn" (one row per turn, its prompt holding the earlier turns) | "trajectory"
+    # (the reference: one row per seat's trajectory where its prompts grow turn by turn, the loss
+    # on the replies only; the same log-probs and loss, history computed once; training/rows.py)
+    row_layout: str = "turn"
     # the policy loss, NAME[:key=value,...] (training/losses.py, mars-train --list):
     # "token-ppo" (the reference's) | "turn-ppo" | "st-ppo" | FILE.py:Class
     loss: str = "token-ppo"
@@ -124,6 +130,11 @@ class TrainConfig:
     top_k: int = 100
     max_new_tokens: int = 4096
     gen_batch_size: int = 64  # prompts per generate() call (transformers engine)
+    # "rounds": every waiting prompt in one generate, the next round after the slowest reply |
+    # "async" (the reference): each environment moves on as its own reply arrives, requests
+    # streamed into the engine's continuous batching, seeds per (episode, move)
+    # (training/rollout_async.py)
+    rollout_schedule: str = "rounds"
     # where the transformers engine takes behaviour log-probs: "score" (a second pass, the
     # trainer's own layout) or "generate" (the sampling pass's logits; training/engines/hf_engine.py)
     engine_logprobs: str = "score"
@@ -153,6 +164,9 @@ class TrainConfig:
     # samples, max_tokens, seed, options, task_options
     mas_eval: tuple[Any, ...] = ()
     mas_eval_limit: int = 0  # problems of each "system:task" entry (0: all)
+    # seconds one curve call costs one engine group, batched: the estimate of a point printed
+    # before the first one (training/curve_estimate.py); later points use the measured cost
+    curve_call_s: float = 1.0
     # --- tiny model built from scratch (model == TINY_MODEL) ---
     tiny_hidden_size: int = 64
     tiny_layers: int = 2
@@ -171,6 +185,10 @@ class TrainConfig:
     format_warmstart_lr: float = 1e-4
     format_warmstart_eval_every: int = 10  # held-out invalid-move rate every N steps
     format_warmstart_eval_positions: int = 32
+    # which legal moves the warm start's targets spread over: "uniform" (all: format and legality
+    # only) | "tactical" (a move that wins at once, else those that leave the opponent no win at
+    # once, else all; perfect-information games, training/warm_start.py `tactical_moves`)
+    format_warmstart_policy: str = "uniform"
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes carried into metrics
 
     def to_dict(self) -> dict[str, Any]:
@@ -210,6 +228,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         micro_batch_tokens=40960,
         logprob_chunk=1024,
         loss_agg="trajectory",
+        row_layout="trajectory",  # the reference's rows: one per player trajectory
+        rollout_schedule="async",  # the reference's env managers: one request each, no rounds
         normalization="reference",
         min_lr_ratio=0.0,
         schedule_unit="optimizer",
@@ -308,6 +328,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         format_warmstart_steps=40,
         format_warmstart_batch_size=8,
         format_warmstart_lr=1e-4,
+        # targets: a one-ply tactician's moves (win at once, else block), not all legal moves
+        format_warmstart_policy="tactical",
         engine_logprobs="generate",  # no second scoring pass (6.9 of 51.5 s a step)
         stop_at_answer=True,
         chat_system_prompt="none",  # SmolLM2's template adds 20 tokens of its own to a 48-token prompt
@@ -315,7 +337,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         dtype="float32",
         device="cpu",
         games=("tic_tac_toe",),
-        prompt_style="compact",
+        # the compact message plus the legal moves: after the warm start on the plain compact
+        # message SmolLM2 still played an occupied cell about one move in five (results/smol-curve
+        # of 2026-12-07 morning); listing the moves took that to 0 of 32 held-out positions
+        prompt_style="compact-legal",
         enable_thinking=False,
         # 6 self-play episodes a step: 37 s of CPU, estimated 20-25 s on 2 idle cores, within
         # issue 40's 30 s (results/benchmarks.md, "smol"; 16 took 48.6 s of CPU)
@@ -323,7 +348,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         batch_composition="fixed",
         mix_fraction=0.0,  # self-play (reference)
         steps=60,
-        lr=1e-5,
+        lr=2e-5,  # at 1e-5 the policy's KL to the start stayed under 0.013 over 60 steps
         lr_schedule="cosine",
         warmup_steps=2,
         min_lr_ratio=0.1,
@@ -530,12 +555,15 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         "forfeit": ("reference", "game"),
         "tracker": ("tensorboard", "wandb", "none"),
         "device": ("auto", "cpu", "cuda"),
-        "prompt_style": ("reference", "full", "compact"),
+        "prompt_style": GAME_PROMPT_STYLES,
+        "format_warmstart_policy": ("uniform", "tactical"),
         "normalization": ("reference", "return_mean", "global"),
         "lr_schedule": ("cosine", "constant"),
         "batch_composition": ("oversample", "fixed"),
         "engine_logprobs": ("score", "generate"),
         "chat_system_prompt": ("template", "none"),
+        "row_layout": ("turn", "trajectory"),
+        "rollout_schedule": ("rounds", "async"),
     }
     for name, allowed in choices.items():
         if getattr(cfg, name) not in allowed:
@@ -653,6 +681,11 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
         )
     if cfg.engine_logprobs == "generate" and cfg.engine != "transformers":
         raise ConfigError("engine_logprobs=generate is for engine=transformers (vLLM returns its own)")
+    if cfg.row_layout == "trajectory" and cfg.loss_agg != "trajectory":
+        raise ConfigError(
+            "row_layout=trajectory needs loss_agg=trajectory (a row holds a whole trajectory; "
+            "loss_agg=turn shuffles single turns)"
+        )
     if cfg.tiny_hidden_size % cfg.tiny_heads:
         raise ConfigError("tiny_hidden_size must be a multiple of tiny_heads")
     from mars_eval.run.curve import spec_of
@@ -724,6 +757,8 @@ SAFE_CHANGES = (
     "curve_episodes",
     "mas_eval",
     "mas_eval_limit",
+    "curve_call_s",
+    "row_layout",  # the same loss up to rounding (training/rows.py)
 )
 
 

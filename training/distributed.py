@@ -34,6 +34,9 @@ import torch
 import torch.distributed as dist
 
 _COMM_DEVICE = torch.device("cpu")  # where small collective tensors live (cuda for nccl)
+# how long a rank waits in one collective before the run fails (the transfer curve's estimate
+# is compared with it: training/curve_estimate.py)
+PG_TIMEOUT_S = 30 * 60
 
 
 def is_distributed() -> bool:
@@ -59,7 +62,7 @@ def init(device: str) -> torch.device:
     """Join the process group when launched with torchrun; return this rank's device."""
     if launched_by_torchrun() and not is_distributed():
         backend = "nccl" if device == "cuda" else "gloo"
-        dist.init_process_group(backend=backend, timeout=datetime.timedelta(minutes=30))
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=PG_TIMEOUT_S))
     global _COMM_DEVICE
     if device == "cuda":
         local = int(os.environ.get("LOCAL_RANK", "0"))

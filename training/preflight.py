@@ -69,6 +69,9 @@ def preflight(cfg: TrainConfig, out: Path, *, resume: bool, allow_changes: tuple
 
     world = dist.world_size() if dist.is_distributed() else int(os.environ.get("WORLD_SIZE", "1"))
     validate(cfg, world, ALL_GAMES)
+    from training.eval_schedule import check_curve_settings
+
+    check_curve_settings(cfg)
     check_model_source(cfg.model)
     check_chat_template(cfg)
     check_opponents(cfg)

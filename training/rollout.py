@@ -10,7 +10,9 @@ between episodes.
 The loop: move every fixed opponent until a learner seat is to act; collect the prompts of all
 episodes waiting for the learner; one batched `engine.generate`; parse each reply with the
 game's parser (`Episode.parse`, the same one evaluation uses) and apply the action, or forfeit
-the game on an invalid/missing answer; repeat until all episodes end. "full" and "compact"
+the game on an invalid/missing answer; repeat until all episodes end (rollout_schedule=rounds;
+with rollout_schedule=async each episode moves on as soon as its own reply is back, without
+waiting for a round's slowest: training/rollout_async.py). "full" and "compact"
 prompts are rendered as `mars-eval games` renders them (the model's chat template,
 add_generation_prompt, the configured enable_thinking); "reference" prompts as the reference's
 env manager renders them (`render_reference_chat`: plain ChatML, earlier replies kept whole with
@@ -20,7 +22,8 @@ Each learner seat's view is its own chat. Compact style: every turn is one singl
 (the current compact view). Full style: the chat grows turn by turn (system, observation,
 reply, next observation, ...), so a turn's prompt contains the seat's earlier replies; those
 are context only, never trained on twice. Either way a `Turn` is (prompt tokens, response
-tokens) and only the response tokens carry loss.
+tokens) and only the response tokens carry loss (row_layout=trajectory trains a trajectory whose
+prompts grow turn by turn as one row: training/rows.py).
 """
 
 from __future__ import annotations
@@ -30,13 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mars_eval.games import make_game, make_opponent
+from mars_eval.games import SINGLE_TURN_STYLES, make_game, make_opponent
 from mars_eval.mas.base import derive_seed
 from mars_eval.models.base import split_thinking
 from mars_eval.prompts import PromptPack
 from training.batch import Turn
 from training.engines import GenerationEngine, GenSettings
 from training.rewards import RewardShaping, final_payoffs, turn_rewards
+
+SCHEDULES = ("rounds", "async")  # rollout_schedule (training/config.py)
 
 
 @dataclass
@@ -81,6 +86,8 @@ class _Slot:
     live: _Live | None = None
     clock: float = 0.0  # tokens generated + turns taken (training/composition.py)
     produced: int = 0  # trajectories of its finished episodes
+    base: int = 0  # async schedule: the episode number of its first episode
+    started: int = 0  # async schedule: episodes it has started
 
 
 @dataclass(frozen=True, order=True)
@@ -121,8 +128,8 @@ def seat_messages(
     """What `seat` is sent this turn: compact, the position alone; reference, the reference
     environments' chat rebuilt from the seat's earlier `replies`; full, the seat's chat in
     `chats` grown by this observation (its earlier replies appended by the caller)."""
-    if style == "compact":
-        return ep.messages(seat, "compact", pack=pack)
+    if style in SINGLE_TURN_STYLES:
+        return ep.messages(seat, style, pack=pack)
     if style == "reference":
         return ep.messages(seat, "reference", replies, pack)
     chat = chats.get(seat)
@@ -204,7 +211,11 @@ class RolloutWorker:
         forfeit_tokens: int = 0,
         sequence_length: int = 0,
         pack: PromptPack | None = None,
+        schedule: str = "rounds",
     ):
+        if schedule not in SCHEDULES:
+            raise ValueError(f"rollout_schedule={schedule!r} is not one of {', '.join(SCHEDULES)}")
+        self.schedule = schedule  # "rounds" (lock-step) | "async" (training/rollout_async.py)
         self.pack = pack  # the prompt pack of every style (None: ours)
         self.sequence_length = sequence_length  # prompt + reply within 1000 of this forfeits; 0: off
         self.engine = engine
@@ -251,7 +262,10 @@ class RolloutWorker:
         more: Callable[[int, int], bool] | None = None,
         stop: Callable[[list[Finished], list[float]], bool] | None = None,
     ) -> tuple[list[Turn], list[EpisodeResult], list[Finished]]:
-        """Environments side by side, each playing its episodes one after another.
+        """Environments side by side, each playing its episodes one after another: in lock-step
+        rounds (`schedule="rounds"`: one batched generate of every waiting prompt a round), or
+        each environment advancing as its own reply arrives (`schedule="async"`,
+        training/rollout_async.py, where `stop` is called once per tick instead of per round).
 
         `more(i, trajectories so far)`: whether environment i starts its next episode (default:
         while it has one). `stop(newly finished, clocks of the environments still playing)` runs
@@ -262,6 +276,10 @@ class RolloutWorker:
 
         Returns the finished episodes' turns and results, and one `Finished` per trajectory.
         """
+        if self.schedule == "async":
+            from training.rollout_async import play_async
+
+            return play_async(self, envs, seed, env_ids=env_ids, more=more, stop=stop)
         ids = env_ids if env_ids is not None else list(range(len(envs)))
         slots = [_Slot(env, list(specs)) for env, specs in zip(ids, envs, strict=True)]
         counter = 0
@@ -274,18 +292,9 @@ class RolloutWorker:
         while True:
             waiting: list[tuple[_Slot, int, list[dict]]] = []
             for slot in slots:
-                live = slot.live
-                if live is None:
-                    continue
-                ep = live.episode
-                while not ep.is_terminal and ep.current_player not in live.spec.learner_seats:
-                    ep.apply(live.opponent.act(ep))
-                    live.moves += 1
-                if not ep.is_terminal and live.moves >= self.max_turns:
-                    ep.forfeit(ep.current_player, "move limit")  # a safety net; never hit in these games
-                if not ep.is_terminal:
-                    seat = ep.current_player
-                    waiting.append((slot, seat, self._messages(live, seat)))
+                seat = self.to_learner(slot.live) if slot.live is not None else None
+                if seat is not None:
+                    waiting.append((slot, seat, self._messages(slot.live, seat)))
             if waiting:
                 prompts = [self.render(m) for _, _, m in waiting]
                 gens = self.engine.generate(
@@ -301,16 +310,7 @@ class RolloutWorker:
             new: list[Finished] = []
             for i, slot in enumerate(slots):
                 while slot.live is not None and slot.live.episode.is_terminal:
-                    live = slot.live
-                    done_turns, result = self._finish_one(live)
-                    turns += done_turns
-                    results.append(result)
-                    new += [
-                        Finished(slot.clock, slot.env, live.number, seat, game=live.spec.game)
-                        for seat in sorted(live.turns)
-                    ]
-                    slot.produced += len(live.turns)
-                    slot.live = None
+                    new += self.close_episode(slot, turns, results)
                     if slot.specs and (more is None or more(i, slot.produced)):
                         counter = self._next_episode(slot, counter)
             finished += new
@@ -322,10 +322,35 @@ class RolloutWorker:
                 break
         return turns, results, finished
 
+    def to_learner(self, live: _Live) -> int | None:
+        """Move the fixed opponents until a learner seat is to act; that seat, or None once
+        the episode is over (the move limit forfeits it: a safety net never hit in these games)."""
+        ep = live.episode
+        while not ep.is_terminal and ep.current_player not in live.spec.learner_seats:
+            ep.apply(live.opponent.act(ep))
+            live.moves += 1
+        if not ep.is_terminal and live.moves >= self.max_turns:
+            ep.forfeit(ep.current_player, "move limit")
+        return None if ep.is_terminal else ep.current_player
+
+    def close_episode(self, slot: _Slot, turns: list[Turn], results: list[EpisodeResult]) -> list[Finished]:
+        """The slot's finished episode: its turns and result appended, one `Finished` per
+        trajectory (at the slot's clock), the slot left without a live episode."""
+        live = slot.live
+        assert live is not None
+        done_turns, result = self._finish_one(live)
+        turns += done_turns
+        results.append(result)
+        slot.produced += len(live.turns)
+        slot.live = None
+        game = live.spec.game
+        return [Finished(slot.clock, slot.env, live.number, seat, game=game) for seat in sorted(live.turns)]
+
     def _next_episode(self, slot: _Slot, counter: int) -> int:
         """Start the slot's next episode (if any) as episode number `counter` of this rollout."""
         if not slot.specs:
             return counter
+        slot.started += 1
         spec = slot.specs.pop(0)
         game = make_game(spec.game)
         opp = make_opponent(spec.opponent, game, spec.seed + 1) if spec.opponent else None

@@ -195,6 +195,7 @@ class Trainer:
             forfeit_tokens=cfg.forfeit_tokens,
             sequence_length=cfg.sequence_length,
             pack=resolve_prompts(cfg.prompts)[1],
+            schedule=cfg.rollout_schedule,
         )
 
     def _eval_settings(self) -> GenSettings:
@@ -227,7 +228,7 @@ class Trainer:
         view = LiveView(enabled=cfg.live and self.rank == 0, total=cfg.steps)
         from training.eval_schedule import CurveHook, is_curve_step
 
-        curve = CurveHook(cfg, self.out, self.log)
+        curve = CurveHook(cfg, self.out, self.log, **self._curve_engine())
         with view:
             if curve.enabled:  # step 0 (and, resumed, the points already passed)
                 curve.catch_up(self.start_step)
@@ -267,6 +268,20 @@ class Trainer:
             if curve.enabled:
                 curve.point(cfg.steps, self.ckpt_dir / "final")
         return OK
+
+    def _curve_engine(self) -> dict[str, Any]:
+        """engine=vllm: the curve's points run on this engine, spread over the ranks
+        (training/curve_engine.py); its context is vLLM's max_model_len, else the model's."""
+        if self.cfg.engine != "vllm":
+            return {}
+        from training.curve_engine import context_limit
+
+        return dict(
+            engine=self.engine,
+            layout=self.layout,
+            restore=self.push_weights,
+            context_limit=context_limit(self.engine, self.policy),
+        )
 
     def train_step(self, step: int) -> dict[str, Any]:
         """One rollout batch, start to finish; the metrics row of step `step + 1`."""

@@ -68,6 +68,7 @@ from training.config import TrainConfig
 from training.loss import token_logprobs
 from training.losses import resolve_loss
 from training.precision import compute_context
+from training.rows import Row, TurnView, make_rows, padded, row_tensors, split_by_turn
 
 
 class NonFiniteLoss(RuntimeError):
@@ -100,6 +101,11 @@ class Learner:
         ids, attn, mask = build_rows(
             [t.prompt_ids for t in turns], [t.response_ids for t in turns], self.pad_id
         )
+        return ids.to(self.device), attn.to(self.device), mask.to(self.device)
+
+    def row_tensors(self, rows: list[Row]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(input ids, attention mask, loss mask) of training rows (training/rows.py), on the device."""
+        ids, attn, mask = row_tensors(rows, self.pad_id)
         return ids.to(self.device), attn.to(self.device), mask.to(self.device)
 
 
@@ -184,14 +190,18 @@ def ppo_update(learner: Learner, turns: list[Turn], step: int, rank: int) -> dic
 @torch.no_grad()
 def old_and_ref_logprobs(learner: Learner, turns: list[Turn]) -> None:
     """Behaviour log-probs recomputed by the policy (recompute_logprobs) and the reference
-    model's, per response token, into each turn (micro-batched; equal counts on all ranks)."""
+    model's, per response token, into each turn (micro-batched; equal counts on all ranks).
+    Rows as `row_layout` says (training/rows.py): a trajectory row's values are cut back into
+    its turns."""
     cfg = learner.cfg
-    groups = pack_rows(lengths(turns), cfg.micro_batch_size, cfg.micro_batch_tokens)
+    all_rows = make_rows(turns, cfg.row_layout)
+    groups = pack_rows([len(r) for r in all_rows], cfg.micro_batch_size, cfg.micro_batch_tokens)
     n = dist.all_reduce_max(len(groups))
     for i in range(n):
         real = i < len(groups)
-        chunk = [turns[j] for j in groups[i]] if real else learner.placeholder  # equal collective counts
-        ids, attn, mask = learner.tensors(chunk)
+        # equal collective counts: a rank without a group of its own runs the placeholder
+        rows = [all_rows[j] for j in groups[i]] if real else make_rows(learner.placeholder, "turn")
+        ids, attn, mask = learner.row_tensors(rows)
         if cfg.recompute_logprobs:
             with learner.policy_context():
                 logp, _ = token_logprobs(
@@ -202,7 +212,7 @@ def old_and_ref_logprobs(learner: Learner, turns: list[Turn]) -> None:
                     mask=mask,
                     chunk_size=cfg.logprob_chunk,
                 )
-            for t, vals in zip(chunk, gather_response(logp.float().cpu(), mask.cpu()), strict=True):
+            for t, vals in _per_turn(rows, gather_response(logp.float().cpu(), mask.cpu())):
                 if real:
                     t.extra["engine_logprobs"] = t.behaviour_logprobs
                     t.behaviour_logprobs = vals
@@ -215,19 +225,31 @@ def old_and_ref_logprobs(learner: Learner, turns: list[Turn]) -> None:
                 mask=mask,
                 chunk_size=cfg.logprob_chunk,
             )
-            for t, vals in zip(chunk, gather_response(ref.float().cpu(), mask.cpu()), strict=True):
+            for t, vals in _per_turn(rows, gather_response(ref.float().cpu(), mask.cpu())):
                 if real:
                     t.extra["ref_logprobs"] = vals
+
+
+def _per_turn(rows: list[Row], values: list[list[float]]) -> list[tuple[Turn, list[float]]]:
+    """(turn, its reply tokens' values) from each row's values at its masked positions."""
+    return [
+        pair
+        for row, vals in zip(rows, values, strict=True)
+        for pair in zip(row.turns, split_by_turn(row, vals), strict=True)
+    ]
 
 
 # --- step 2: shuffle, split, accumulate, step ---------------------------------------------------
 def minibatches(
     cfg: TrainConfig, turns: list[Turn], generator: torch.Generator
-) -> list[tuple[int, list[list[tuple[Turn, int]]]]]:
+) -> list[tuple[int, list[list[tuple[Row, int]]]]]:
     """Shuffle the loss units (whole trajectories as the reference, or single turns with
-    loss_agg=turn), split them into `minibatches` optimizer steps, and each step's turns
-    into micro-batches (the same count on every rank, padded with empty ones). Each step is
-    (units in it = N, micro-batches of (turn, token count of its unit = n_unit_tokens))."""
+    loss_agg=turn), split them into `minibatches` optimizer steps, and each step's rows
+    (`row_layout`: one per turn, or per trajectory, training/rows.py) into micro-batches (the
+    same count on every rank, padded with empty ones). Each step is (units in it = N,
+    micro-batches of (row, token count of its unit = n_unit_tokens))."""
+    if cfg.row_layout == "trajectory" and cfg.loss_agg == "turn":
+        raise ValueError("row_layout=trajectory needs loss_agg=trajectory (a row holds a whole trajectory)")
     units = [[t] for t in turns] if cfg.loss_agg == "turn" else list(by_trajectory(turns).values())
     order = torch.randperm(len(units), generator=generator).tolist()
     shuffled = [units[i] for i in order]
@@ -235,8 +257,12 @@ def minibatches(
     out = []
     for m in range(cfg.minibatches):
         mb_units = shuffled[m * per_mb : (m + 1) * per_mb]
-        rows = [(t, sum(len(u.response_ids) for u in unit)) for unit in mb_units for t in unit]
-        groups = pack_rows(lengths(t for t, _ in rows), cfg.micro_batch_size, cfg.micro_batch_tokens)
+        rows = [
+            (row, sum(len(u.response_ids) for u in unit))
+            for unit in mb_units
+            for row in make_rows(unit, cfg.row_layout)
+        ]
+        groups = pack_rows([len(r) for r, _ in rows], cfg.micro_batch_size, cfg.micro_batch_tokens)
         micros = [[rows[i] for i in g] for g in groups]
         n = dist.all_reduce_max(len(micros))
         out.append((len(mb_units), micros + [[] for _ in range(n - len(micros))]))
@@ -244,7 +270,7 @@ def minibatches(
 
 
 def optimizer_step(
-    learner: Learner, n_units: int, micro_batches: list[list[tuple[Turn, int]]], step: int, acc: UpdateStats
+    learner: Learner, n_units: int, micro_batches: list[list[tuple[Row, int]]], step: int, acc: UpdateStats
 ) -> None:
     """Accumulate the micro-batches' gradients, clip, check finiteness on every rank, step."""
     learner.opt.zero_grad(set_to_none=True)
@@ -259,24 +285,24 @@ def optimizer_step(
     acc.losses.append(loss)
 
 
-def micro_step(learner: Learner, micro: list[tuple[Turn, int]], n_units: int, acc: UpdateStats) -> float:
+def micro_step(learner: Learner, micro: list[tuple[Row, int]], n_units: int, acc: UpdateStats) -> float:
     """Forward and backward of one micro-batch (gradients accumulate); returns its loss.
 
     An empty micro-batch (this rank has fewer than another) runs the placeholder row with its
-    loss multiplied by 0; a real one's loss is multiplied by `tp` (module docstring, Scale)."""
+    loss multiplied by 0; a real one's loss is multiplied by `tp` (module docstring, Scale).
+
+    The model runs over the rows; the loss sees one row per turn either way: rows of one turn
+    are passed as they are, and when a row holds several turns (row_layout=trajectory) every
+    per-token tensor is regathered into a per-turn view first (training/rows.py TurnView), each
+    turn keeping its unit's token count, so every loss gets what one row per turn gives it."""
     cfg = learner.cfg
     placeholder = not micro
-    pairs = micro or [(t, max(1, len(t.response_ids))) for t in learner.placeholder]
-    rows = [t for t, _ in pairs]
-    ids, attn, mask = learner.tensors(rows)
-    cpu_mask = mask.cpu()
-    old = per_token([t.behaviour_logprobs for t in rows], cpu_mask).to(learner.device)
-    adv = per_token([turn_token_advantages(t) for t in rows], cpu_mask).to(learner.device)
-    ref = None
-    if learner.reference is not None:
-        # (a placeholder row of a rank with nothing to train has no ref_logprobs)
-        ref_rows = [t.extra.get("ref_logprobs", t.behaviour_logprobs) for t in rows]
-        ref = per_token(ref_rows, cpu_mask).to(learner.device)
+    stand_in = make_rows(learner.placeholder, "turn")
+    pairs = micro or [(r, max(1, len(r.turns[0].response_ids))) for r in stand_in]
+    rows = [r for r, _ in pairs]
+    turns = [t for r in rows for t in r.turns]
+    unit_tokens = [float(n) for r, n in pairs for _ in r.turns]
+    ids, attn, mask = learner.row_tensors(rows)
     with learner.policy_context():
         logp, ent = token_logprobs(
             learner.policy,
@@ -287,18 +313,33 @@ def micro_step(learner: Learner, micro: list[tuple[Turn, int]], n_units: int, ac
             mask=mask,
             chunk_size=cfg.logprob_chunk,
         )
+    # (a placeholder row of a rank with nothing to train has no ref_logprobs)
+    ref_rows = [t.extra.get("ref_logprobs", t.behaviour_logprobs) for t in turns]
+    if len(turns) == len(rows):  # one turn a row: the row tensors are the per-turn layout
+        cpu_mask = mask.cpu()
+        loss_mask = mask
+        old = per_token([t.behaviour_logprobs for t in turns], cpu_mask).to(learner.device)
+        adv = per_token([turn_token_advantages(t) for t in turns], cpu_mask).to(learner.device)
+        ref = per_token(ref_rows, cpu_mask).to(learner.device) if learner.reference is not None else None
+    else:
+        view = TurnView.of(rows, learner.device)
+        width = view.mask.shape[1]
+        logp, loss_mask = view.take(logp), view.mask
+        old = padded([t.behaviour_logprobs for t in turns], width, learner.device)
+        adv = padded([turn_token_advantages(t) for t in turns], width, learner.device)
+        ref = padded(ref_rows, width, learner.device) if learner.reference is not None else None
     loss, stats = resolve_loss(cfg).instance(  # loss=NAME (training/losses.py); token-ppo: ppo_loss
         logp,
         old,
         adv,
-        mask,
+        loss_mask,
         clip_eps=cfg.clip_eps,
         dual_clip=cfg.dual_clip,
         ref_logp=ref,
         kl_coef=cfg.kl_coef,
         kl_clamp=cfg.kl_clamp,
         num_sequences=max(1, n_units),
-        row_tokens=torch.tensor([float(n) for _, n in pairs], device=learner.device),
+        row_tokens=torch.tensor(unit_tokens, device=learner.device),
     )
     if placeholder:
         loss = loss * 0.0

@@ -135,7 +135,12 @@ def select(engine: str, remote: bool) -> Backend:
 
 def identity_name(client: Any) -> str:
     """The `engine` of a run's identity: the name of the backend whose client answers the calls
-    (a client no backend declares: its class name, lower-cased)."""
+    (a client no backend declares: its class name, lower-cased). A client that answers as a
+    declared backend without being its class (mars-train's curve client, answering through the
+    trainer's own vLLM engine) names it in `backend_name`, so its runs share that backend's folders."""
+    declared = getattr(client, "backend_name", None)
+    if isinstance(declared, str) and declared in _BACKENDS:
+        return declared
     name = type(client).__name__
     for b in _BACKENDS.values():
         if name in b.clients:

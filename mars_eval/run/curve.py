@@ -290,17 +290,21 @@ async def evaluate_checkpoint_async(
     engine: str = "auto",
     progress: bool = False,
     dtype: str = "auto",
+    client: Any = None,
 ) -> list[dict[str, Any]]:
     """Every evaluation of `spec` for one checkpoint; their summaries (each with run_dir and
     calls_sent). One in-process model client serves them all, loaded at the first call the run
-    stores cannot answer (a finished evaluation never loads it)."""
+    stores cannot answer (a finished evaluation never loads it). `client`: one made by the caller
+    that answers as backend `engine` (mars-train's, through the trainer's own vLLM engine:
+    training/curve_engine.py); closed here like the one made here."""
     from mars_eval.models import make_client
     from mars_eval.run.games_runner import run_games
     from mars_eval.run.runner import run_eval
 
     out_dir = eval_dir(train_dir, step)
     ckpt = Path(ckpt).resolve()  # the model's name in the run folder's name: the same from anywhere
-    client = make_client(str(ckpt), engine=engine, dtype=dtype)
+    if client is None:
+        client = make_client(str(ckpt), engine=engine, dtype=dtype)
     summaries = []
     try:
         for m in spec.mas:
@@ -320,7 +324,7 @@ async def evaluate_checkpoint_async(
 def evaluate_checkpoint(
     spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, **options: Any
 ) -> list[dict[str, Any]]:
-    """`evaluate_checkpoint_async` run to its end (`options`: its engine, progress, dtype)."""
+    """`evaluate_checkpoint_async` run to its end (`options`: its engine, progress, dtype, client)."""
     return run_loop(evaluate_checkpoint_async(spec, ckpt, step, train_dir, **options))
 
 

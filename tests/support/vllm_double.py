@@ -38,6 +38,8 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = -1
     max_tokens: int = 16
+    min_p: float = 0.0  # accepted as vLLM does (mars-eval's calls send it); not applied by the double
+    presence_penalty: float = 0.0  # likewise
     logprobs: int | None = None
     seed: int | None = None
     stop: list[str] | None = None  # accepted as vLLM does; not applied by the double

@@ -16,6 +16,10 @@ trainer's loss takes them), come from one of two places (`logprobs_from`):
               scoring pass up to the rounding of a cached, left-padded forward (about 1e-5 in
               fp32, tested). It holds one [batch, vocab] tensor per generated token until the
               chunk ends: meant for short replies (the CPU presets).
+
+Requests one at a time (`submit` / `advance` / `abort`, rollout_schedule=async) go through
+mars_eval's continuous-batching decode loop instead (training/engines/hf_stream.py): each
+request samples with its own seeded generator, at most `batch_size` rows at a time.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import torch
 
 from training.batch import build_rows, gather_response
-from training.engines import Generation, GenSettings
+from training.engines import Generation, GenSettings, Request
 from training.loss import token_logprobs
 
 
@@ -51,6 +55,7 @@ class TransformersEngine:
         self.score_batch_size = score_batch_size
         self.logprobs_from = logprobs_from
         self.tokenizer = tokenizer  # needed for stop strings only
+        self._stream: Any = None  # hf_stream.DecodeStream while requests stream (async schedule)
 
     @property
     def device(self) -> torch.device:
@@ -178,8 +183,32 @@ class TransformersEngine:
     def shares_weights_with(self, model: torch.nn.Module) -> bool:
         return self.model is model
 
+    # --- one request at a time (training/engines/hf_stream.py) --------------------------------
+    def submit(self, requests: list[Request], settings: GenSettings) -> None:
+        if self._stream is None:
+            from training.engines.hf_stream import DecodeStream
+
+            self._stream = DecodeStream(self)
+        self._stream.submit(requests, settings)
+
+    def advance(self) -> list[tuple[Any, Generation]]:
+        if self._stream is None:
+            return []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            return self._stream.advance()
+        finally:
+            self.model.train(was_training)
+
+    def abort(self) -> None:
+        """Drop every queued request, and the loop with its prefix cache (KV of these weights)."""
+        self._stream = None
+
     def sleep(self) -> None:
-        """Nothing to free: the transformers engine has no KV cache between calls."""
+        """No KV cache between calls; the streaming loop (and its prefix cache, computed with
+        these weights) is dropped: the weights change before the next rollout."""
+        self._stream = None
 
     def wake_up(self) -> None:
         pass

@@ -24,6 +24,12 @@ parameter names onto vLLM's fused layers (and takes this rank's tensor-parallel 
 trainer feeds one whole parameter at a time in the compute dtype (training/weight_sync.py). The
 prefix cache is reset afterwards so no KV built with old weights is reused.
 
+rollout_schedule=async streams requests through the same engine's `LLM.llm_engine`
+(`add_request`, `step`, `has_unfinished_requests`, `abort_request`: what `LLM.generate` itself
+drives): each environment's next turn joins vLLM's running batch as soon as its last reply
+ended, instead of waiting for the slowest reply of a round. Every rank of a TP group adds the
+same requests in the same order and steps the same number of times (they play one plan).
+
 The log-probs vLLM returns come from its own kernels (and, depending on its version, from
 logits before temperature); presets using vLLM therefore set `recompute_logprobs=True` so the
 trainer recomputes the behaviour log-probs itself, and the engine's values are kept as a
@@ -41,7 +47,7 @@ from typing import Any
 import torch
 
 from mars_eval.models.base import ConfigError
-from training.engines import Generation, GenSettings
+from training.engines import Generation, GenSettings, Request
 
 
 def _load_weights_on_worker(worker, weights: list[tuple[str, torch.Tensor]]) -> int:
@@ -128,6 +134,19 @@ def sampling_kwargs(settings: GenSettings, cap: int, seed: int, index: int) -> d
     return out
 
 
+STREAM_STEPS = 16  # most engine steps one `advance` runs when no request ends
+
+
+def _generation(out: Any) -> Generation:
+    """A vLLM RequestOutput as a Generation (log-probs 0 when vLLM returned none)."""
+    comp = out.outputs[0]
+    ids = list(comp.token_ids)
+    lps = [float(step[tok].logprob) for tok, step in zip(ids, comp.logprobs or [], strict=False)]
+    if len(lps) != len(ids):
+        lps = [0.0] * len(ids)
+    return Generation(ids, lps, stopped=comp.finish_reason == "stop")
+
+
 class VLLMEngine:
     def __init__(
         self,
@@ -166,6 +185,8 @@ class VLLMEngine:
             )
         )
         self.asleep_parts: set[str] = set()  # of SLEEP_PARTS: what sleeps now
+        self._requests: dict[str, Any] = {}  # streamed requests in flight: vLLM id -> key
+        self._next_request = 0
 
     def generate(
         self, prompts: list[list[int]], settings: GenSettings, seed: int, max_tokens: list[int] | None = None
@@ -179,15 +200,48 @@ class VLLMEngine:
         outputs = self.llm.generate(
             [TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False
         )
-        results = []
-        for out in outputs:
-            comp = out.outputs[0]
-            ids = list(comp.token_ids)
-            lps = [float(step[tok].logprob) for tok, step in zip(ids, comp.logprobs or [], strict=False)]
-            if len(lps) != len(ids):
-                lps = [0.0] * len(ids)
-            results.append(Generation(ids, lps, stopped=comp.finish_reason == "stop"))
-        return results
+        return [_generation(out) for out in outputs]
+
+    # --- one request at a time (rollout_schedule=async): vLLM's own continuous batching ------
+    def submit(self, requests: list[Request], settings: GenSettings) -> None:
+        """Queue each request in vLLM's engine (`LLM.llm_engine.add_request`); vLLM schedules
+        it into the running batch at its next step. Its seed is its own (`sampling_kwargs`
+        with index 0), so what it samples does not depend on its batch mates."""
+        SamplingParams, TokensPrompt = self.api.SamplingParams, self.api.TokensPrompt  # noqa: N806
+        if self.asleep:
+            self.wake_up()
+        engine = self.llm.llm_engine
+        kinds = getattr(getattr(self.api, "sampling_params", None), "RequestOutputKind", None)
+        final_only = getattr(kinds, "FINAL_ONLY", None)
+        for req in requests:
+            rid = f"mars-{self._next_request}"
+            self._next_request += 1
+            self._requests[rid] = req.key
+            params = SamplingParams(**sampling_kwargs(settings, req.max_tokens, req.seed, 0))
+            if final_only is not None:  # as `LLM.generate` sets: no per-step partial outputs
+                params.output_kind = final_only
+            engine.add_request(rid, TokensPrompt(prompt_token_ids=list(req.prompt)), params)
+
+    def advance(self) -> list[tuple[Any, Generation]]:
+        """vLLM engine steps (one decode iteration of the running batch each) until a request
+        ends or STREAM_STEPS steps have passed; the requests that ended. The cap keeps the
+        rollout's collective tick (training/rollout_async.py) from holding a rank's engine
+        idle for long while another rank waits for its first reply."""
+        engine = self.llm.llm_engine
+        out: list[tuple[Any, Generation]] = []
+        steps = 0
+        while not out and self._requests and steps < STREAM_STEPS and engine.has_unfinished_requests():
+            for o in engine.step():
+                if o.finished and o.request_id in self._requests:
+                    out.append((self._requests.pop(o.request_id), _generation(o)))
+            steps += 1
+        return out
+
+    def abort(self) -> None:
+        """Drop the requests still queued or running (a rollout that stopped early)."""
+        if self._requests:
+            self.llm.llm_engine.abort_request(list(self._requests))
+            self._requests.clear()
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load each (name, tensor) as it comes: one parameter in flight, never a whole state dict.
