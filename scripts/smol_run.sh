@@ -6,7 +6,7 @@
 #
 #   1. mars-eval models pull smollm2-135m-instruct                       (once; a second is instant)
 #   2. mars-train --preset smol --output WORK/train --config scripts/smol_curve.toml [key=value ...]
-#      (60 steps, the curve at steps 0, 10, ..., 60: held-out games, single:arith --arith-steps 1);
+#      (40 steps, the curve at steps 0, 20, 40: held-out games, single:arith --arith-steps 1);
 #      run again, the same command resumes it (mars-train --resume)
 #   3. mars-eval games --games tic_tac_toe --opponents random --episodes N on checkpoints/initial and
 #      checkpoints/final, and --agent random (the random player's own rate, the same episode seeds)
