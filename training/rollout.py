@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mars_eval.games import SINGLE_TURN_STYLES, make_game, make_opponent
@@ -39,67 +39,10 @@ from mars_eval.models.base import split_thinking
 from mars_eval.prompts import PromptPack
 from training.batch import Turn
 from training.engines import GenerationEngine, GenSettings
+from training.episodes import EpisodeResult, EpisodeSpec, Finished, _Live, _Slot
 from training.rewards import RewardShaping, final_payoffs, turn_rewards
 
 SCHEDULES = ("rounds", "async")  # rollout_schedule (training/config.py)
-
-
-@dataclass
-class EpisodeSpec:
-    game: str
-    seed: int
-    learner_seats: tuple[int, ...]  # seats played by the learner; the rest by `opponent`
-    opponent: str | None = None
-
-
-@dataclass
-class EpisodeResult:
-    game: str
-    learner_seats: tuple[int, ...]
-    returns: list[float]
-    invalid_by: int | None
-    turns: int
-    opponent: str | None
-    cooperative: bool
-
-
-@dataclass
-class _Live:
-    spec: EpisodeSpec
-    episode: Any
-    opponent: Any
-    cooperative: bool
-    chats: dict[int, list[dict]] = field(default_factory=dict)  # full style: each seat's chat
-    replies: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))  # reference style
-    returns_before: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
-    turns: dict[int, list[Turn]] = field(default_factory=lambda: defaultdict(list))
-    moves: int = 0
-    number: int = 0  # the episode's number in this rollout (Turn.episode)
-
-
-@dataclass
-class _Slot:
-    """One environment: its episodes still to play, the one running, its clock."""
-
-    env: int
-    specs: list[EpisodeSpec]
-    live: _Live | None = None
-    clock: float = 0.0  # tokens generated + turns taken (training/composition.py)
-    produced: int = 0  # trajectories of its finished episodes
-    base: int = 0  # async schedule: the episode number of its first episode
-    started: int = 0  # async schedule: episodes it has started
-
-
-@dataclass(frozen=True, order=True)
-class Finished:
-    """A player-trajectory that finished: when (its environment's clock), where, whose."""
-
-    time: float
-    env: int
-    episode: int  # Turn.episode of its turns (on its rank)
-    seat: int
-    rank: int = 0
-    game: str = field(default="", compare=False)
 
 
 def render_reference_chat(messages: list[dict], thinking: bool) -> str:

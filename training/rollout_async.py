@@ -47,7 +47,7 @@ from typing import Any
 from mars_eval.mas.base import derive_seed
 from training.batch import Turn
 from training.engines import Generation, Request, streaming
-from training.rollout import EpisodeResult, EpisodeSpec, Finished, _Slot
+from training.episodes import EpisodeResult, EpisodeSpec, Finished, _Slot
 
 
 def reply_seed(seed: int, env: int, episode: int, move: int) -> int:
