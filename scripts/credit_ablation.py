@@ -18,7 +18,9 @@ paired intervals.
    interval and test of `mars-eval compare` (mars_eval/analysis/stats.py paired_compare),
    plus each training seed's own difference. The interval is over evaluation episodes for
    the trained models at hand; the spread between training seeds is the per-seed column
-   (a few seeds cannot give a trustworthy between-seed interval).
+   (a few seeds cannot give a trustworthy between-seed interval). `mars-eval report OUT` draws
+   the same table as a page, with each cell's delta and interval charted (mars_eval/report/
+   ablation.py writes OUT/ablation.md too: one writer).
 
 CELL names are the registries' identities (`gtpo:gamma=0.9` -> `gtpo_gamma=0.9`).
 """
@@ -139,25 +141,13 @@ def tabulate(cells: dict[tuple[str, str], dict[int, str]], seed: int = 0) -> lis
 
 
 def markdown(rows: list[dict[str, Any]], baseline: tuple[str, str]) -> str:
-    def num(x: Any) -> str:
-        return "-" if x is None else f"{x:+.1f}" if isinstance(x, float) else str(x)
+    """OUT/ablation.md: the rows as `mars-eval report OUT --out x.md` writes them (one writer,
+    mars_eval.report.ablation.markdown)."""
+    from mars_eval.report.ablation import Ablation, parse_rows
+    from mars_eval.report.ablation import markdown as ablation_markdown
 
-    lines = [
-        f"Baseline: advantage={baseline[0]} loss={baseline[1]}. Normalized return (0-100 scale of "
-        "`mars-eval games`); delta vs the baseline, paired by (training seed, episode seed).",
-        "",
-        "| advantage | loss | game | opponent | seat | n | normalized | delta | 95% CI | p | per seed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        seeds = " ".join(num(v) for v in r["delta_per_seed"].values())
-        ci = f"[{num(r['ci_low'])}, {num(r['ci_high'])}]"
-        lines.append(
-            f"| {r['advantage']} | {r['loss']} | {r['game']} | {r['opponent']} | {r['seat']} | "
-            f"{r['n_paired']} | {r['normalized']:.1f} | {num(r['delta_normalized'])} | {ci} | "
-            f"{r['p_value']:.3g} | {seeds} |"
-        )
-    return "\n".join(lines) + "\n"
+    checked = parse_rows(json.loads(json.dumps(rows)), "the ablation rows")  # seeds: JSON's keys
+    return ablation_markdown(Ablation.of(Path("ablation.json"), checked, baseline))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -292,7 +292,7 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """A static, self-contained HTML page (or Markdown tables) from every run folder under DIR."""
+    """A self-contained HTML page (or Markdown tables) of the run folders under DIR and DIR/ablation.json."""
     from mars_eval.paths import check_path
     from mars_eval.report.build import build_report, report_format
 

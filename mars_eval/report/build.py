@@ -28,9 +28,10 @@ def build_report(
     skipped: list[str] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> Path:
-    """Write the report; returns its path. ConfigError for bad input (no runs, unknown format, a
-    --model no run has, an output path that cannot be written: checked first). `skipped` gets
-    one line per folder or samples.jsonl line left out, with why; `say` one line naming every
+    """Write the report; returns its path. ConfigError for bad input (no runs and no
+    DIR/ablation.json, a damaged ablation.json, unknown format, a --model no run has, an output
+    path that cannot be written: checked first). `skipped` gets one line per folder or
+    samples.jsonl line left out, with why; `say` one line naming every
     run the tables leave out (several runs of one model, system and task: the one with the most
     scored samples is shown), and every run with games rows another run shows."""
     fmt = report_format(out, fmt)

@@ -1,5 +1,6 @@
 """`mars-eval report DIR`: one static, self-contained HTML page (or Markdown tables) from every
-run folder under DIR.
+run folder under DIR, and from DIR/ablation.json where scripts/credit_ablation.py wrote one
+(`ablation`; a folder holding only that is a report too).
 
 The page needs nothing but a browser: styles are inline, plots are inline SVG (matplotlib), no
 script is loaded from anywhere. Beside it, `<name>_files/` holds one transcript page per sample,
@@ -28,6 +29,7 @@ from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import stats, tables
 from mars_eval.mas.base import expanded_transcript
 from mars_eval.models.base import ConfigError
+from mars_eval.report import ablation as report_ablation
 from mars_eval.report import curve as report_curve
 from mars_eval.report import data as report_data
 from mars_eval.report import plots
@@ -57,6 +59,9 @@ def _env() -> jinja2.Environment:
     env.filters["breakable"] = breakable
     env.filters["curve_value"] = report_curve.fmt_value
     env.filters["curve_delta"] = report_curve.fmt_delta
+    env.filters["ablation_num"] = report_ablation.fmt
+    env.filters["ablation_p"] = report_ablation.fmt_p
+    env.filters["ablation_seeds"] = report_ablation.fmt_seeds
     return env
 
 
@@ -129,7 +134,8 @@ class Report:
     def __init__(self, dirs: list[str], models: list[str] | None = None):
         self.dirs = dirs
         self.skipped_folders: list[str] = []  # "FOLDER: why" for folders that could not be read
-        self.runs = find_runs(*dirs, skipped=self.skipped_folders)
+        self.ablations = report_ablation.find_ablations(dirs)  # DIR/ablation.json (credit_ablation.py)
+        self.runs = self._find_runs(dirs)
         self.cells = tables.mas_cells(self.runs)
         _, self.left_out = tables.pick_runs(self.runs)  # runs no table shows (`report` names them)
         self.named = known_models(models, self.runs) if models else named_order(dirs)
@@ -138,6 +144,15 @@ class Report:
         self.games_left_out: list[str] = []  # "FOLDER (N rows)": games rows another run shows
         self.games = report_data.games_rows(self.runs, self.games_left_out)
         self.train_runs = [r for r in self.runs if r.kind == "train"]
+
+    def _find_runs(self, dirs: list[str]) -> list[RunDir]:
+        """The run folders under `dirs`; none is no error where a folder holds an ablation."""
+        try:
+            return find_runs(*dirs, skipped=self.skipped_folders)
+        except ConfigError:
+            if self.ablations and all(Path(d).is_dir() for d in dirs):
+                return []
+            raise
 
     def skipped(self) -> list[str]:
         """One line per folder and per samples.jsonl line left out of the report, with why."""
@@ -358,6 +373,7 @@ class Report:
             "transfer": self.transfer(),
             "bars": self.accuracy_bars(),
             "curves": report_curve.transfer_curves(self.runs),
+            "ablations": [report_ablation.draw(a) for a in self.ablations],
             "checkpoints": self.checkpoint_curves(),
             "games": self.games_section(),
             "train": self.train_section(),

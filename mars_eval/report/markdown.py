@@ -1,6 +1,7 @@
 """`mars-eval report --format md`: the report's tables as GitHub Markdown, for papers and READMEs.
 
-The same numbers as the HTML page (`html_report.Report`), without plots or transcripts: the
+The same numbers as the HTML page (`html_report.Report`), without plots or transcripts: a
+credit-assignment ablation's table (DIR/ablation.json, its one writer `ablation.markdown`), the
 accuracy table with intervals and the paper's figures, the paired comparison with the first
 model, accuracy over training steps for a checkpoint series, games (and their paired
 comparison), debate dynamics and data quality.
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from mars_eval.analysis import reference_figures as ref
 from mars_eval.analysis import tables
 from mars_eval.analysis.tables import fmt_delta_pct, fmt_pct, markdown_table, md_text
+from mars_eval.report import ablation as report_ablation
 from mars_eval.report import data as report_data
 from mars_eval.report.output import atomic_file
 
@@ -43,6 +45,14 @@ def _interval(low: float | None, high: float | None) -> str:
 
 def _section(title: str, header: list[str], rows: list[list[str]], note: str = "") -> list[str]:
     return [f"## {title}", "", *([note, ""] if note else []), markdown_table(header, rows), ""]
+
+
+def ablation_section(report: Report) -> list[str]:
+    """Each DIR/ablation.json's table (scripts/credit_ablation.py), under its path."""
+    out: list[str] = []
+    for a in report.ablations:
+        out += [f"## {md_text(f'Credit-assignment ablation ({a.path})')}", "", report_ablation.markdown(a)]
+    return out
 
 
 def accuracy_section(report: Report) -> list[str]:
@@ -195,6 +205,7 @@ def write_markdown(report: Report, out: Path) -> Path:
     """The tables as GitHub Markdown at `out`; returns `out`."""
     parts = ["# mars-eval report", ""]
     for section in (
+        ablation_section,
         accuracy_section,
         comparison_section,
         checkpoint_section,

@@ -120,10 +120,10 @@ Panel = tuple[
 ]
 
 
-def panel_bars(groups: Sequence[str], panels: Sequence[Panel]) -> str:
+def panel_bars(groups: Sequence[str], panels: Sequence[Panel], legend: bool = False) -> str:
     """Grouped bars in stacked panels sharing the groups (x axis), one panel per measure:
     (ylabel, series, lows, highs, ylim). Each series keeps its colour in every panel, and the
-    legend and group labels are drawn once."""
+    legend (with more than one series, or `legend`) and group labels are drawn once."""
     first = panels[0][1]
     # A bar's place is where the model has a row, even if one measure is missing there (no win
     # rate in a cooperative game): the panels' bars line up.
@@ -138,7 +138,7 @@ def panel_bars(groups: Sequence[str], panels: Sequence[Panel]) -> str:
     most = round(0.8 / width)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     if horizontal(len(groups), most):
-        return _panel_rows(groups, panels, xs_of, width, most, colors)
+        return _panel_rows(groups, panels, xs_of, width, most, colors, legend)
     with plt.rc_context(STYLE):
         width_in = min(9.5, max(4.0, 1.2 * len(groups) * most * 0.6 + 2))
         fig, axes = plt.subplots(
@@ -153,12 +153,12 @@ def panel_bars(groups: Sequence[str], panels: Sequence[Panel]) -> str:
                 ax.axhline(0, color="#555", linewidth=0.8)  # signed values: where zero is
         last = axes[-1, 0]
         last.set_xticks(range(len(groups)), list(groups), **_tick_layout(groups, width_in))
-        if len(first) > 1:
+        if len(first) > 1 or legend:
             axes[0, 0].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig)
 
 
-def _panel_rows(groups, panels, xs_of, width, most, colors) -> str:
+def _panel_rows(groups, panels, xs_of, width, most, colors, legend: bool = False) -> str:
     """`panel_bars` with many groups: the panels side by side, sharing the groups as rows."""
     first = panels[0][1]
     with plt.rc_context(STYLE):
@@ -178,7 +178,7 @@ def _panel_rows(groups, panels, xs_of, width, most, colors) -> str:
                 ax.axvline(0, color="#555", linewidth=0.8)  # signed values: where zero is
         axes[0, 0].set_yticks(range(len(groups)), list(groups))
         axes[0, 0].set_ylim(len(groups) - 0.5, -0.5)  # the first group on top
-        if len(first) > 1:
+        if len(first) > 1 or legend:
             axes[0, -1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig)
 

@@ -8,7 +8,8 @@ Two shapes:
   train_state/step.json, config.json and summary.json of a run folder. At most
   `MAX_FILE_BYTES`, UTF-8, JSON nested at most `MAX_DEPTH` deep with at most a million
   brackets (`wire.loads_reply`'s bounds: 100,000 nested arrays are refused in milliseconds), and
-  an object. Anything else: one line naming the file and why.
+  an object. Anything else: one line naming the file and why. `read_value` is the same for a
+  file holding any JSON value (an ablation's list of rows), its shape checked by its reader.
 - a log of JSON lines (`read_lines`): metrics.jsonl. Read one line at a time in pieces of at
   most `MAX_LINE_BYTES`; a longer line is skipped without being held (its rest is read past in
   pieces), as is a line that is not JSON, nested too deep, or not an object; each is named
@@ -38,13 +39,32 @@ MAX_DEPTH = MAX_JSON_DEPTH  # 64: a settings file nests 3 or 4 deep
 MAX_METRIC = 1e15  # |a metric| (and its step) drawn in a report; larger: not drawn
 _PIECE = 64 * 1024
 
-__all__ = ["MAX_FILE_BYTES", "MAX_LINE_BYTES", "MAX_METRIC", "metric_value", "read_lines", "read_object"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_METRIC",
+    "kind_of",
+    "metric_value",
+    "read_lines",
+    "read_object",
+    "read_value",
+]
 
 
 def read_object(path: Path, name: str | None = None) -> dict[str, Any]:
     """The JSON object in `path` (see module docstring); ConfigError naming `name` (default: the
     path) and why when it is missing, not a regular file, too large, not UTF-8 JSON within the
     bounds, or not an object."""
+    data = read_value(path, name)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name or path} is not a JSON object (it holds {kind_of(data)})")
+    return data
+
+
+def read_value(path: Path, name: str | None = None, kind: str = "a settings file") -> Any:
+    """The JSON value in `path` within `read_object`'s bounds, whatever its type; ConfigError
+    naming `name` (default: the path) and why, as `read_object`'s (`kind`: what a file larger
+    than `MAX_FILE_BYTES` is said not to be)."""
     where = name or str(path)
     try:
         mode = os.stat(path).st_mode
@@ -60,12 +80,10 @@ def read_object(path: Path, name: str | None = None) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{where}: cannot be read ({exc.strerror or type(exc).__name__})") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise ConfigError(f"{where} is larger than {MAX_FILE_BYTES >> 20} MiB: not a settings file")
+        raise ConfigError(f"{where} is larger than {MAX_FILE_BYTES >> 20} MiB: not {kind}")
     problem, data = _parse(raw)
     if problem is not None:
         raise ConfigError(f"{where} {problem}")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} is not a JSON object (it holds {_kind(data)})")
     return data
 
 
@@ -109,7 +127,7 @@ def read_lines(path: Path, skipped: list[str] | None = None) -> Iterator[dict[st
                 continue
             problem, row = _parse(raw)
             if problem is None and not isinstance(row, dict):
-                problem = f"is {_kind(row)}, not an object"
+                problem = f"is {kind_of(row)}, not an object"
             if problem is not None:
                 _name(skipped, number, problem)
                 continue
@@ -143,7 +161,10 @@ def metric_value(value: Any) -> float | None:
     return float(value) if abs(value) <= MAX_METRIC else None
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a JSON value is, for a message that names it without showing it ("a list")."""
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
