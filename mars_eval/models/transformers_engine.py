@@ -191,7 +191,10 @@ class TransformersEngine:
             tok.pad_token = tok.eos_token
         self._tok, self._lm, self._device = tok, lm.to(device).eval(), device
         if device == "cpu":
+            from mars_eval.models.host_memory import fix_mmap_threshold
             from mars_eval.models.threads import fit_cpu_threads
+
+            fix_mmap_threshold()  # big tensors in mmaps, not in a heap that only grows
 
             # the cores free now, one for a small model (models.threads)
             self.threads = fit_cpu_threads(torch, sum(p.numel() for p in lm.parameters()))
