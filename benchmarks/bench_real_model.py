@@ -3,6 +3,7 @@
     python benchmarks/bench_real_model.py engine    # in-process engine vs transformers' generate
     python benchmarks/bench_real_model.py threads   # OpenMP wait policy beside a busy neighbour
     python benchmarks/bench_real_model.py targets [1 8 32]   # issue 39 item 7, in one run
+    python benchmarks/bench_real_model.py sustained [32]     # concurrency held, as a server sees it
 
 `engine`: the same prompts (arith questions in the chat template), greedy, the same new-token
 count, one batch: tokens/s of `TransformersEngine` (continuously batched chat calls) against one
@@ -13,6 +14,11 @@ keeps a core busy; the figure of merit is busy / idle (target >= 0.4).
 then at each batch raw `generate` (fp32 and bf16; the tokens each row keeps up to its end
 token, as a static batch gives them) and our engine at that concurrency, per second and per
 CPU-second (`time.process_time`, all threads), peak RSS and load averages.
+`sustained`: concurrency as serving benchmarks mean it (vLLM's `--max-concurrency`): C clients
+each send their next prompt when their reply is back, over 4 x C distinct prompts, so the
+engine keeps about C rows live; decode throughput is counted while every client still has a
+prompt to send (the tail, where rows end and none join, is left out), against the same compute
+bound as `targets`. `targets` sends one fixed set of B calls, whose batch shrinks as replies end.
 Needs `mars-eval models pull smollm2-135m-instruct` first.
 """
 
@@ -213,6 +219,91 @@ def _mixed(n: int) -> list[list[dict[str, str]]]:
     return [short[i // 2] if i % 2 else arith[i // 2] for i in range(n)]  # distinct up to n = 52
 
 
+def _varied(n: int) -> list[list[dict[str, str]]]:
+    """`n` distinct prompts: arith problems, every other one a short question of four kinds."""
+    from mars_eval.tasks.arith import make_arith_problems
+
+    arith = [[{"role": "user", "content": p.prompt}] for p in make_arith_problems((n + 1) // 2)]
+    kinds = ("a colour", "an animal", "a country", "a fruit", "a river", "a metal")
+    short = [
+        [
+            {
+                "role": "user",
+                "content": f"Name {kinds[i // 26 % len(kinds)]} that starts with {chr(65 + i % 26)}.",
+            }
+        ]
+        for i in range(n)
+    ]
+    return [short[i // 2] if i % 2 else arith[i // 2] for i in range(n)]
+
+
+def engine_sustained(folder: str, concurrency: int, new_tokens: int, dtype: str = "float32") -> dict:
+    """C clients over 4 x C prompts (module docstring): decode tokens per second and per
+    CPU-second while the queue is not empty, and the mean live rows then."""
+    from mars_eval.models import SamplingParams
+    from mars_eval.models.transformers_engine import TransformersEngine
+
+    chats = _varied(4 * concurrency)
+    engine = TransformersEngine(folder, dtype=dtype, max_batch=max(64, concurrency))
+    params = SamplingParams(max_tokens=new_tokens, temperature=0.0, thinking=False)
+
+    async def go() -> dict:
+        await engine.chat(chats[0], SamplingParams(max_tokens=2, temperature=0.0, thinking=False))
+        stats = engine._decode.stats  # the loop's own counters: one row-step is one decoded token
+        queue = list(reversed(chats))
+        mark: dict[str, float] = {}
+
+        async def client() -> None:
+            while queue:
+                chat = queue.pop()
+                if not queue and "wall" not in mark:  # the last prompt is out: the tail begins
+                    mark.update(
+                        wall=time.perf_counter(),
+                        cpu=time.process_time(),
+                        tokens=stats.row_steps,
+                        steps=stats.steps,
+                    )
+                await engine.chat(chat, params)
+
+        rows0, steps0 = stats.row_steps, stats.steps
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        await engine.aclose()
+        tokens = mark["tokens"] - rows0
+        return {
+            "prompts": len(chats),
+            "decoded_tokens": tokens,
+            "tok_s": tokens / (mark["wall"] - wall0),
+            "tok_cpu_s": tokens / (mark["cpu"] - cpu0),
+            "mean_live_rows": tokens / max(1, mark["steps"] - steps0),
+        }
+
+    return asyncio.run(go())
+
+
+def bench_sustained(concurrencies: list[int], new_tokens: int = 128) -> None:
+    import resource
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    folder = resolve_model(MODEL)
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(folder).parameters())
+    bounds = machine_bounds(torch.get_num_threads())
+    bounds["compute_bound_tok_s"] = round(bounds["gemm_gflops"] * 1e9 / (2 * params), 1)
+    print(json.dumps({"machine": bounds, "params": params, "load": os.getloadavg()}))
+    for c in concurrencies:
+        row = {
+            "concurrency": c,
+            **{k: round(v, 1) for k, v in engine_sustained(folder, c, new_tokens).items()},
+        }
+        row["share_of_compute_bound"] = round(row["tok_s"] / bounds["compute_bound_tok_s"], 2)
+        row["load"] = round(os.getloadavg()[0], 2)
+        print(json.dumps(row), flush=True)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"peak_rss_mb": round(rss_mb), "load": os.getloadavg()}))
+
+
 def _child() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -264,6 +355,8 @@ if __name__ == "__main__":
         _child()
     elif what == "threads":
         bench_threads()
+    elif what == "sustained":
+        bench_sustained([int(x) for x in sys.argv[2:]] or [32])
     elif what == "targets":
         bench_targets([int(x) for x in sys.argv[2:]] or [1, 8, 32])
     else:

@@ -6,10 +6,11 @@ freed, the threshold rises to its size (up to 32 MiB), so from then on a decode 
 a prefill's activations and attention scores come from the heap instead, where freed holes
 between live blocks stay mapped. Over a debate the heap grows by tens of MB that nothing uses.
 Fixing the threshold (`mallopt(M_MMAP_THRESHOLD, ...)` turns the dynamic rule off) keeps those
-tensors in mmaps: the README quick start's debate peaked at 1.40 GB RSS instead of 1.47 GB
-(results/benchmarks.md, "Quick start"). Set once per process when a model is loaded on the CPU;
-MALLOC_MMAP_THRESHOLD_ in the environment (glibc's own setting) is left as it is, and on a C
-library without mallopt nothing happens.
+tensors in mmaps: the README quick start's debate peaked at 1.40-1.41 GB RSS in three runs,
+against 1.41-1.50 GB without, in the same time within noise (results/benchmarks.md, "Quick
+start"). Set once per process when a model is loaded on the CPU; MALLOC_MMAP_THRESHOLD_ in the
+environment (glibc's own setting) is left as it is, and on a C library without mallopt nothing
+happens.
 """
 
 from __future__ import annotations
