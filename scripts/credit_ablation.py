@@ -29,15 +29,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 
 def cell_name(advantage: str, loss: str) -> str:
     return f"{advantage}__{loss}".replace(":", "_").replace(",", "_").replace("/", "_")
+
+
+def games_command(model: Path, out: Path, args: argparse.Namespace, held_out: bool) -> list[str]:
+    """`mars-eval games` on one final checkpoint: evaluation seed 0 everywhere, so episode k of
+    one cell meets the same deals and opponent moves as episode k of another."""
+    cmd = [sys.executable, "-m", "mars_eval.cli", "games", "--model", str(model), "--seed", "0"]
+    if held_out:
+        cmd += ["--held-out", "--episodes", str(args.held_out_episodes)]
+    else:
+        cmd += ["--games", args.games, "--episodes", str(args.episodes)]
+        if args.opponents:
+            cmd += ["--opponents", args.opponents]
+    return cmd + ["--output", str(out), "--json"]
 
 
 def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -52,49 +69,101 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
                 train_dir = out / "train" / name
                 train = [py, "-m", "training.cli", "--preset", args.preset, "--output", str(train_dir)]
                 train += [f"seed={seed}", f"advantage={adv}", f"loss={loss}", "live=false", *args.extra]
-                evaluate = [
-                    py,
-                    "-m",
-                    "mars_eval.cli",
-                    "games",
-                    "--model",
-                    str(train_dir / "checkpoints" / "final"),
-                ]
-                evaluate += ["--games", args.games, "--episodes", str(args.episodes), "--seed", "0"]
-                if args.opponents:
-                    evaluate += ["--opponents", args.opponents]
-                evaluate += ["--output", str(out / "eval" / name), "--json"]
-                runs.append(
-                    dict(advantage=adv, loss=loss, seed=seed, train_dir=train_dir, train=train, eval=evaluate)
-                )
+                final = train_dir / "checkpoints" / "final"
+                evals = [games_command(final, out / "eval" / name, args, held_out=False)]
+                if args.held_out_episodes:
+                    evals.append(games_command(final, out / "eval-held-out" / name, args, held_out=True))
+                runs.append(dict(advantage=adv, loss=loss, seed=seed, name=name, train_dir=train_dir,
+                                 train=train, evals=evals, run_dirs=[]))  # fmt: skip
     return runs
 
 
-def run_all(runs: list[dict[str, Any]], dry_run: bool) -> None:
-    for r in runs:
-        done = (r["train_dir"] / "checkpoints" / "final" / "COMPLETE").exists()
-        train = r["train"] + (["--resume"] if r["train_dir"].exists() else [])
-        for cmd, skip in ((train, done), (r["eval"], False)):
-            print(("# skip: " if skip else "") + " ".join(cmd), flush=True)
-            if dry_run or skip:
-                continue
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-            if proc.returncode != 0:
-                raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-            if cmd is r["eval"]:
-                r["run_dir"] = json.loads(proc.stdout.strip().splitlines()[-1])["run_dir"]
+def initial_runs(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """Per training seed, the one run that builds and warm-starts `checkpoints/initial` (one RL
+    step; its checkpoint is all that is kept). The warm start depends on the preset, the seed and
+    the extras, never on the estimator or the loss, so every cell of a seed starts from the same
+    policy: the cells differ in credit assignment only, and the warm start runs once per seed."""
+    out = Path(args.out)
+    runs = {}
+    for seed in range(args.seeds):
+        folder = out / "initial" / f"s{seed}"
+        cmd = [sys.executable, "-m", "training.cli", "--preset", args.preset, "--output", str(folder)]
+        extra = [x for x in args.extra if not x.startswith("steps=")]
+        cmd += [f"seed={seed}", "live=false", *extra, "steps=1"]
+        runs[seed] = dict(folder=folder, train=cmd)
+    return runs
 
 
-def tabulate(cells: dict[tuple[str, str], dict[int, str]], seed: int = 0) -> list[dict[str, Any]]:
+def _run(cmd: list[str], log: Path, env: dict[str, str]) -> str:
+    """Run one command, its output appended to `log`; the last stdout line (the --json one)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=f, text=True, env=env)
+        f.write(proc.stdout)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}, log {log}): {' '.join(cmd)}")
+    lines = proc.stdout.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def run_all(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Warm starts first (one per seed), then every cell: `--jobs` at a time, each process
+    with its share of the cores (OMP threads = cores // jobs, at least 1)."""
+    out = Path(args.out)
+    inits = initial_runs(args) if args.share_initial else {}
+    if args.dry_run:
+        cells = [c for r in runs for c in (r["train"], *r["evals"])]
+        for cmd in [r["train"] for r in inits.values()] + cells:
+            print(" ".join(cmd), flush=True)
+        return
+    env = dict(os.environ, OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 1) // args.jobs)))
+    logs = out / "logs"
+
+    def make_initial(seed: int) -> None:
+        r = inits[seed]
+        if not ckpt_complete(r["folder"] / "checkpoints" / "initial"):
+            resume = ["--resume"] if r["folder"].exists() else []
+            _run(r["train"] + resume, logs / f"initial-s{seed}.log", env)
+        print(f"initial s{seed}: {r['folder'] / 'checkpoints' / 'initial'}", flush=True)
+
+    def cell(r: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        log = logs / f"{r['name']}.log"
+        if not ckpt_complete(r["train_dir"] / "checkpoints" / "final"):
+            target = r["train_dir"] / "checkpoints" / "initial"
+            if r["seed"] in inits and not ckpt_complete(target):
+                tmp = target.with_name(".initial.tmp")  # renamed into place whole: a kill leaves none
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(inits[r["seed"]]["folder"] / "checkpoints" / "initial", tmp)
+                tmp.rename(target)
+            # --resume: a copied initial (no step checkpoint yet) starts at step 0 from it
+            _run(r["train"] + (["--resume"] if r["train_dir"].exists() else []), log, env)
+        r["run_dirs"] = [json.loads(_run(cmd, log, env))["run_dir"] for cmd in r["evals"]]
+        print(f"{r['name']}: {time.perf_counter() - t0:.0f}s", flush=True)
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        list(pool.map(make_initial, sorted(inits)))
+        list(pool.map(cell, runs))
+
+
+def ckpt_complete(folder: Path) -> bool:
+    return (folder / "COMPLETE").exists()
+
+
+def tabulate(cells: dict[tuple[str, str], dict[int, list[str]]], seed: int = 0) -> list[dict[str, Any]]:
     """Rows per cell and (game, opponent, seat) against the first cell (the baseline).
 
-    `cells` maps (advantage, loss) to {training seed: games run folder}."""
+    `cells` maps (advantage, loss) to {training seed: its games run folders (training games,
+    held-out games)}."""
     from mars_eval.analysis.compare import load_run
     from mars_eval.analysis.stats import paired_compare
     from mars_eval.games import make_game
 
-    def episodes(run_dir: str) -> dict[tuple, float]:
-        recs = load_run(run_dir).records.values()
+    def episodes(run_dirs: list[str]) -> dict[tuple, float]:
+        recs = [r for d in run_dirs for r in load_run(d).records.values()]
         return {
             (r["game"], r["opponent"], r["seat"], r.get("seed")): float(r["agent_return"])
             for r in recs
@@ -159,17 +228,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loss", default="token-ppo,turn-ppo,st-ppo")
     p.add_argument("--games", default="tic_tac_toe")
     p.add_argument("--opponents", default="")
-    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--episodes", type=int, default=50, help="episodes a seat on the training games")
+    p.add_argument("--held-out-episodes", type=int, default=20, help="a seat, held-out games; 0: none")
+    p.add_argument("--jobs", type=int, default=1, help="cells trained at once (cores shared between them)")
+    p.add_argument(
+        "--no-share-initial", dest="share_initial", action="store_false",
+        help="every cell builds its own warm start (default: one per seed, copied into each cell)",
+    )  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("extra", nargs="*", metavar="key=value", help="settings for every training run")
     args = p.parse_args(argv)
+    if args.jobs < 1 or args.seeds < 1:
+        p.error("--jobs and --seeds must be >= 1")
     runs = plan(args)
-    run_all(runs, args.dry_run)
+    run_all(runs, args)
     if args.dry_run:
         return 0
-    cells: dict[tuple[str, str], dict[int, str]] = defaultdict(dict)
+    cells: dict[tuple[str, str], dict[int, list[str]]] = defaultdict(dict)
     for r in runs:
-        cells[(r["advantage"], r["loss"])][r["seed"]] = r["run_dir"]
+        cells[(r["advantage"], r["loss"])][r["seed"]] = r["run_dirs"]
     rows = tabulate(dict(cells))
     out = Path(args.out)
     (out / "ablation.json").write_text(json.dumps(rows, indent=2) + "\n")

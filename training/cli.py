@@ -20,13 +20,25 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 
 from mars_eval.cli.help_format import RichHelpParser
 from mars_eval.cli.validate import check_train_output
 from mars_eval.models.base import ConfigError
 from mars_eval.run.failures import BAD_INPUT, INTERRUPTED, OK, Interruptions
 from mars_eval.textsafe import plain
-from training.config import PRESETS, SAFE_CHANGES, build_config, derived, parse_overrides, validate
+from training.config import (
+    PRESETS,
+    RUN_CONFIG,
+    SAFE_CHANGES,
+    TrainConfig,
+    build_config,
+    derived,
+    keep_recorded_settings,
+    load_config_file,
+    parse_overrides,
+    validate,
+)
 
 STEPS_HELP = (
     "total RL steps (rollout batches), overriding the preset. It also sets the length of the lr "
@@ -131,6 +143,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     if args.prompts is not None:
         overrides["prompts"] = args.prompts
     return overrides
+
+
+def _keep_recorded(cfg: TrainConfig, args: argparse.Namespace) -> TrainConfig:
+    """--resume: the run's recorded settings where only the preset differs (one line says which)."""
+    named = set(_overrides(args)) | ({"steps"} if args.steps is not None else set())
+    if args.config is not None:
+        named |= set(load_config_file(args.config))
+    cfg, notes = keep_recorded_settings(Path(args.output) / RUN_CONFIG, cfg, named)
+    if notes:
+        print(f"mars-train: resuming with the run's own {', '.join(notes)}", file=sys.stderr, flush=True)
+    return cfg
 
 
 def print_config(args: argparse.Namespace) -> int:
@@ -256,6 +279,8 @@ def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -
             raise ConfigError("--output is required (the run folder)")
         check_train_output(args.output)
         cfg = build_config(args.preset, args.config, _overrides(args), args.steps)
+        if args.resume:
+            cfg = _keep_recorded(cfg, args)
         from training.trainer import Trainer
 
         allowed = tuple(k.strip() for k in args.allow_change.split(",") if k.strip())
@@ -283,7 +308,6 @@ def registries_listing() -> str:
     """The advantage estimators and policy losses with their options, as `--list` prints them."""
     from dataclasses import fields
 
-    from training.config import TrainConfig
     from training.estimators import ESTIMATORS
     from training.losses import LOSSES
 

@@ -771,6 +771,30 @@ def config_changes(old: dict[str, Any], new: TrainConfig) -> list[str]:
     return [k for k in keys if old.get(k, default.get(k)) != cur.get(k)]
 
 
+def keep_recorded_settings(path: Path, cfg: TrainConfig, named: set[str]) -> tuple[TrainConfig, list[str]]:
+    """On --resume, the run's own settings (`run_config.json`) win over what a preset now says.
+
+    A preset's values may change between versions (qwen3-4b took `rollout_schedule=async`); a
+    folder made before goes on as it started. Settings the command names itself (`key=value`,
+    `--config FILE`, `--steps`) are left for `check_resume_config` to compare. A setting the
+    record lacks (added since) is its default there, the value the old code ran with. Returns
+    the config and one `key=recorded (preset: now)` per setting taken from the record."""
+    if not Path(path).is_file():
+        return cfg, []
+    try:
+        old = json.loads(Path(path).read_text())
+    except json.JSONDecodeError:
+        raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
+    if not isinstance(old, dict):
+        raise ConfigError(f"{path} is not a run configuration (a JSON object)")
+    default = json.loads(json.dumps(TrainConfig().to_dict()))
+    keys = [k for k in config_changes(old, cfg) if k not in named and k in default]
+    recorded = {k: old.get(k, default[k]) for k in keys}
+    kept = _apply(cfg, recorded, str(path))
+    notes = [f"{k}={recorded[k]!r} (preset: {getattr(cfg, k)!r})" for k in keys]
+    return kept, notes
+
+
 def check_resume_config(path: Path, cfg: TrainConfig, allowed: tuple[str, ...] = ()) -> None:
     """--resume continues the same run: refuse changed settings unless allowed (and safe)."""
     unsafe = [k for k in allowed if k not in SAFE_CHANGES]
@@ -786,7 +810,8 @@ def check_resume_config(path: Path, cfg: TrainConfig, allowed: tuple[str, ...] =
         raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
     changed = [k for k in config_changes(old, cfg) if k not in allowed]
     if changed:
-        parts = [f"{k} ({old.get(k)!r} -> {getattr(cfg, k, None)!r})" for k in changed]
+        default = TrainConfig().to_dict()
+        parts = [f"{k} ({old.get(k, default.get(k))!r} -> {getattr(cfg, k, None)!r})" for k in changed]
         raise ConfigError(
             "--resume with a changed configuration: "
             + "; ".join(parts)

@@ -192,6 +192,31 @@ def test_resume_with_changed_config_is_refused(tmp_path):
         check_resume_config(tmp_path / RUN_CONFIG, changed, ("lr",))
 
 
+def test_resume_keeps_the_runs_own_settings_where_only_the_preset_changed(tmp_path):
+    """A folder made before a preset changed a default (qwen3-4b took rollout_schedule=async and
+    row_layout=trajectory) resumes as it started: the record wins over the preset, keys it
+    lacks are their defaults; a setting the command names itself is still compared."""
+    from training.cli import _keep_recorded, make_parser
+    from training.config import RUN_CONFIG, check_resume_config
+
+    old = json.loads(json.dumps(build_config("qwen3-4b").to_dict()))
+    for key in ("rollout_schedule", "row_layout"):
+        del old[key]  # written before these settings existed
+    old["lr"] = 2e-6  # and made when the preset said another lr
+    (tmp_path / RUN_CONFIG).write_text(json.dumps(old))
+    args = make_parser().parse_args(["--preset", "qwen3-4b", "--output", str(tmp_path), "--resume"])
+    cfg = _keep_recorded(build_config("qwen3-4b"), args)
+    assert (cfg.rollout_schedule, cfg.row_layout, cfg.lr) == ("rounds", "turn", 2e-6)
+    check_resume_config(tmp_path / RUN_CONFIG, cfg)  # the same run: accepted
+    # named on the command line: compared, and the refusal shows the record's (default) value
+    argv = ["--preset", "qwen3-4b", "--output", str(tmp_path), "--resume", "rollout_schedule=async"]
+    args = make_parser().parse_args(argv)
+    cfg = _keep_recorded(build_config("qwen3-4b", overrides={"rollout_schedule": "async"}), args)
+    assert cfg.row_layout == "turn" and cfg.rollout_schedule == "async"
+    with pytest.raises(ConfigError, match=r"rollout_schedule \('rounds' -> 'async'\)"):
+        check_resume_config(tmp_path / RUN_CONFIG, cfg)
+
+
 def test_help_says_what_steps_shortens(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
