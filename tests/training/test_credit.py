@@ -345,7 +345,10 @@ def test_ablation_script_plans_every_cell_and_seed(capsys):
     argv = ["--out", "/nowhere", "--seeds", "2", "--advantage", "turn,gtpo:gamma=0.9", "--dry-run", "steps=1"]
     assert mod.main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 * 3 * 2 * 2  # cells x seeds x (train, eval)
+    # one warm start per seed, then cells x seeds x (train, training games, held-out games)
+    assert len(lines) == 2 + 2 * 3 * 2 * 3
+    assert lines[0].endswith("--output /nowhere/initial/s0 seed=0 live=false steps=1")
+    assert any("--held-out --episodes 20 --output /nowhere/eval-held-out/turn__turn-ppo-s0" in x for x in lines)
     assert any(
         "advantage=gtpo:gamma=0.9 loss=st-ppo" in x and "seed=1" in x and "steps=1" in x for x in lines
     )
