@@ -219,7 +219,7 @@ def markdown(rows: list[dict[str, Any]], baseline: tuple[str, str]) -> str:
     return ablation_markdown(Ablation.of(Path("ablation.json"), checked, baseline))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="tiny")
     p.add_argument("--out", required=True)
@@ -240,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.jobs < 1 or args.seeds < 1:
         p.error("--jobs and --seeds must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     runs = plan(args)
     run_all(runs, args)
     if args.dry_run:

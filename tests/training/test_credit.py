@@ -348,7 +348,8 @@ def test_ablation_script_plans_every_cell_and_seed(capsys):
     # one warm start per seed, then cells x seeds x (train, training games, held-out games)
     assert len(lines) == 2 + 2 * 3 * 2 * 3
     assert lines[0].endswith("--output /nowhere/initial/s0 seed=0 live=false steps=1")
-    assert any("--held-out --episodes 20 --output /nowhere/eval-held-out/turn__turn-ppo-s0" in x for x in lines)
+    held_out = "--held-out --episodes 20 --output /nowhere/eval-held-out/turn__turn-ppo-s0"
+    assert any(held_out in x for x in lines)
     assert any(
         "advantage=gtpo:gamma=0.9 loss=st-ppo" in x and "seed=1" in x and "steps=1" in x for x in lines
     )
@@ -361,6 +362,49 @@ def test_ablation_script_plans_every_cell_and_seed(capsys):
         "| turn | token-ppo | tic_tac_toe | random | first | 4 | 50.0 | +0.0 | [-1.0, +1.0] | 1 | +0.0 |"
         in table
     )
+
+
+def test_ablation_cells_start_from_their_seeds_one_warm_start(tmp_path, monkeypatch):
+    """Every cell of a seed gets a copy of that seed's checkpoints/initial before it trains
+    (and trains with --resume, which starts at step 0 from it); the warm start runs once a seed;
+    a finished cell is not trained again."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "credit_ablation.py"
+    spec = importlib.util.spec_from_file_location("credit_ablation", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    calls = []
+
+    def fake_run(cmd, log, env):
+        out = Path(cmd[cmd.index("--output") + 1])
+        calls.append((cmd, out))
+        if "training.cli" in cmd:
+            initial = out / "checkpoints" / "initial"
+            if "--resume" in cmd and "initial" not in out.parts:  # a cell: its copy is in place
+                assert (initial / "weights.bin").read_text() == f"seed {cmd[cmd.index('--output') + 2]}"
+            else:
+                initial.mkdir(parents=True)
+                (initial / "weights.bin").write_text(f"seed seed={out.name[1:]}")
+                (initial / "COMPLETE").write_text("")
+            (out / "checkpoints" / "final").mkdir(parents=True, exist_ok=True)
+            (out / "checkpoints" / "final" / "COMPLETE").write_text("")
+            return ""
+        return json.dumps({"run_dir": str(out / "run")})
+
+    monkeypatch.setattr(mod, "_run", fake_run)
+    argv = ["--out", str(tmp_path), "--seeds", "2", "--advantage", "turn,gtpo", "--loss", "token-ppo"]
+    args = mod.parse_args(argv + ["--jobs", "2"])
+    runs = mod.plan(args)
+    mod.run_all(runs, args)
+    trains = [c for c, _ in calls if "training.cli" in c]
+    assert len(trains) == 2 + 4  # two warm starts, four cells
+    assert all("--resume" in c for c in trains[2:]) and not any("--resume" in c for c in trains[:2])
+    assert all(len(r["run_dirs"]) == 2 for r in runs)  # training games and held-out games
+    calls.clear()
+    mod.run_all(mod.plan(args), args)  # all finished: only the evaluations run again
+    assert not any("training.cli" in c for c, _ in calls) and len(calls) == 4 * 2
 
 
 def test_the_docs_example_estimator_runs(tmp_path):
