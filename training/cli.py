@@ -145,15 +145,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return overrides
 
 
-def _keep_recorded(cfg: TrainConfig, args: argparse.Namespace) -> TrainConfig:
-    """--resume: the run's recorded settings where only the preset differs (one line says which)."""
+def _keep_recorded(cfg: TrainConfig, args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
+    """--resume: the run's recorded settings where only the preset differs, and which they are."""
     named = set(_overrides(args)) | ({"steps"} if args.steps is not None else set())
     if args.config is not None:
         named |= set(load_config_file(args.config))
-    cfg, notes = keep_recorded_settings(Path(args.output) / RUN_CONFIG, cfg, named)
-    if notes:
-        print(f"mars-train: resuming with the run's own {', '.join(notes)}", file=sys.stderr, flush=True)
-    return cfg
+    return keep_recorded_settings(Path(args.output) / RUN_CONFIG, cfg, named)
 
 
 def print_config(args: argparse.Namespace) -> int:
@@ -279,13 +276,16 @@ def _main(argv: list[str] | None = None, signals: Interruptions | None = None) -
             raise ConfigError("--output is required (the run folder)")
         check_train_output(args.output)
         cfg = build_config(args.preset, args.config, _overrides(args), args.steps)
+        kept: list[str] = []
         if args.resume:
-            cfg = _keep_recorded(cfg, args)
+            cfg, kept = _keep_recorded(cfg, args)
         from training.trainer import Trainer
 
         allowed = tuple(k.strip() for k in args.allow_change.split(",") if k.strip())
         trainer = Trainer(cfg, args.output, resume=args.resume, allow_changes=allowed)
         trainer.preflight()
+        if kept:  # said once the resume is accepted: a refused one is a single line
+            print(f"mars-train: resuming with the run's own {', '.join(kept)}", file=sys.stderr, flush=True)
     except ConfigError as exc:
         print(f"mars-train: error: {plain(exc)}", file=sys.stderr)
         return BAD_INPUT

@@ -771,6 +771,19 @@ def config_changes(old: dict[str, Any], new: TrainConfig) -> list[str]:
     return [k for k in keys if old.get(k, default.get(k)) != cur.get(k)]
 
 
+def read_run_config(path: Path) -> dict[str, Any] | None:
+    """A run folder's recorded settings (`run_config.json`), None where there is none yet."""
+    if not Path(path).is_file():
+        return None
+    try:
+        old = json.loads(Path(path).read_text())
+    except json.JSONDecodeError:
+        raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
+    if not isinstance(old, dict):
+        raise ConfigError(f"{path} is not a run configuration (a JSON object)")
+    return old
+
+
 def keep_recorded_settings(path: Path, cfg: TrainConfig, named: set[str]) -> tuple[TrainConfig, list[str]]:
     """On --resume, the run's own settings (`run_config.json`) win over what a preset now says.
 
@@ -779,14 +792,9 @@ def keep_recorded_settings(path: Path, cfg: TrainConfig, named: set[str]) -> tup
     `--config FILE`, `--steps`) are left for `check_resume_config` to compare. A setting the
     record lacks (added since) is its default there, the value the old code ran with. Returns
     the config and one `key=recorded (preset: now)` per setting taken from the record."""
-    if not Path(path).is_file():
+    old = read_run_config(path)
+    if old is None:
         return cfg, []
-    try:
-        old = json.loads(Path(path).read_text())
-    except json.JSONDecodeError:
-        raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
-    if not isinstance(old, dict):
-        raise ConfigError(f"{path} is not a run configuration (a JSON object)")
     default = json.loads(json.dumps(TrainConfig().to_dict()))
     keys = [k for k in config_changes(old, cfg) if k not in named and k in default]
     recorded = {k: old.get(k, default[k]) for k in keys}
@@ -802,12 +810,9 @@ def check_resume_config(path: Path, cfg: TrainConfig, allowed: tuple[str, ...] =
         raise ConfigError(
             f"--allow-change {','.join(unsafe)}: only these may change on resume: {', '.join(SAFE_CHANGES)}"
         )
-    if not Path(path).is_file():
+    old = read_run_config(path)
+    if old is None:
         return
-    try:
-        old = json.loads(Path(path).read_text())
-    except json.JSONDecodeError:
-        raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
     changed = [k for k in config_changes(old, cfg) if k not in allowed]
     if changed:
         default = TrainConfig().to_dict()

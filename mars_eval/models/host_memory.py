@@ -11,6 +11,10 @@ against 1.41-1.50 GB without, in the same time within noise (results/benchmarks.
 start"). Set once per process when a model is loaded on the CPU; MALLOC_MMAP_THRESHOLD_ in the
 environment (glibc's own setting) is left as it is, and on a C library without mallopt nothing
 happens.
+
+Loading a model frees much of what it allocated (import-time objects, the state dict's
+bookkeeping) into holes glibc keeps; `release_free_heap` (malloc_trim) hands those pages back
+once the model is in place: 25 MB of SmolLM2's process, measured after load and one batch.
 """
 
 from __future__ import annotations
@@ -42,3 +46,16 @@ def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
                 mallopt.restype = ctypes.c_int
                 _applied = mallopt(M_MMAP_THRESHOLD, threshold) == 1
         return _applied
+
+
+def release_free_heap() -> bool:
+    """Return the heap's free pages to the system (glibc's malloc_trim); False where the C
+    library has none."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True

@@ -68,11 +68,14 @@ _LOAD_LOCK = threading.Lock()
 # The fields `generate` applies (each field's `hf`): one generate call takes one set of them
 # (the static engine's batching key); the continuous loop warps the rows of one key together.
 # Memory of the decode loop, whatever the concurrency: the slab of live rows' KV and the prefix
-# cache. Rows beyond what the slab holds wait (a long debate round runs fewer rows at once);
-# measured on SmolLM2-135M (23 KB of KV per token in bf16, 46 KB in fp32), issue 39 item 3.
-# On a GPU both are shares of the memory free once the model is loaded.
-KV_CACHE_MIB = 256
-PREFIX_CACHE_MIB = 32
+# cache. Rows beyond what the slab holds wait (a long debate round runs fewer rows at once).
+# On a CPU both follow the model: shares of its weights' bytes, so the process stays near 1.3x
+# the weights plus the libraries (SmolLM2-135M in fp32: 538 MB of weights, 128 MiB of KV, 46 KB
+# a token, and 16 MiB of prefix cache; the README quick start's debate peaks at 1.16 GB, where
+# 256 + 32 MiB peaked at 1.33 GB and ran 12% faster: issue 39 item 3, results/benchmarks.md,
+# "Quick start"). On a GPU both are shares of the memory free once the model is loaded.
+CPU_KV_SHARE, CPU_PREFIX_SHARE = 0.25, 1 / 32
+MIN_KV_MIB, MIN_PREFIX_MIB = 64, 8  # a tiny model still batches a few rows of long prompts
 GPU_KV_SHARE, GPU_PREFIX_SHARE = 0.5, 0.05
 
 _HF_SPECS = tuple(s for s in sampling_specs() if s.hf is not None)
@@ -102,9 +105,9 @@ class TransformersEngine:
     `batch_window_s`: when the loop starts from idle it waits this long, so calls made together
     start together; `continuous=False`: the static engine (one `generate` per micro-batch);
     `kv_cache_mib`: most MiB the live rows' KV may take (calls wait for room; None: by device,
-    KV_CACHE_MIB on a CPU, GPU_KV_SHARE of the free GPU memory); `prefix_cache_mib`: MiB of
-    prompt KV the prefix cache keeps (None: by device), or `prefix_cache_tokens` tokens of it
-    when given (0: no prefix cache).
+    CPU_KV_SHARE of the weights' bytes on a CPU, GPU_KV_SHARE of the free GPU memory);
+    `prefix_cache_mib`: MiB of prompt KV the prefix cache keeps (None: by device), or
+    `prefix_cache_tokens` tokens of it when given (0: no prefix cache).
     """
 
     def __init__(
@@ -191,10 +194,11 @@ class TransformersEngine:
             tok.pad_token = tok.eos_token
         self._tok, self._lm, self._device = tok, lm.to(device).eval(), device
         if device == "cpu":
-            from mars_eval.models.host_memory import fix_mmap_threshold
+            from mars_eval.models.host_memory import fix_mmap_threshold, release_free_heap
             from mars_eval.models.threads import fit_cpu_threads
 
             fix_mmap_threshold()  # big tensors in mmaps, not in a heap that only grows
+            release_free_heap()  # what loading freed (imports, the state dict's bookkeeping)
 
             # the cores free now, one for a small model (models.threads)
             self.threads = fit_cpu_threads(torch, sum(p.numel() for p in lm.parameters()))
@@ -220,15 +224,20 @@ class TransformersEngine:
 
     def _cache_mib(self, device: str) -> tuple[float, float]:
         """(KV budget, prefix cache) in MiB: as given, else by device (on a GPU, shares of the
-        memory free now that the model is loaded)."""
+        memory free now that the model is loaded; on a CPU, shares of the weights' bytes)."""
         kv, prefix = self.kv_cache_mib, self.prefix_cache_mib
-        if device.startswith("cuda") and (kv is None or prefix is None):
+        if kv is not None and prefix is not None:
+            return kv, prefix
+        if device.startswith("cuda"):
             import torch
 
             free = torch.cuda.mem_get_info(torch.device(device))[0] / 2**20
-            kv = GPU_KV_SHARE * free if kv is None else kv
-            prefix = GPU_PREFIX_SHARE * free if prefix is None else prefix
-        return (KV_CACHE_MIB if kv is None else kv), (PREFIX_CACHE_MIB if prefix is None else prefix)
+            kv_default, prefix_default = GPU_KV_SHARE * free, GPU_PREFIX_SHARE * free
+        else:
+            weights = sum(p.numel() * p.element_size() for p in self._lm.parameters()) / 2**20
+            kv_default = max(MIN_KV_MIB, CPU_KV_SHARE * weights)
+            prefix_default = max(MIN_PREFIX_MIB, CPU_PREFIX_SHARE * weights)
+        return (kv_default if kv is None else kv), (prefix_default if prefix is None else prefix)
 
     def _eos_ids(self) -> set[int]:
         return set(_as_list(self._lm.generation_config.eos_token_id)) | {self._tok.eos_token_id}

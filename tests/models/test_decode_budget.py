@@ -84,3 +84,36 @@ def test_one_row_longer_than_the_budget_still_runs(tiny_model):
     assert (reply.content, reply.completion_tokens, reply.finish_reason) == _raw_greedy(
         engine, _chats(1)[0], params
     )
+
+
+def test_cpu_budgets_follow_the_weights_and_given_values_win(tiny_model):
+    """On a CPU the KV budget and the prefix cache are shares of the weights' bytes, with a
+    floor for tiny models; values given to the engine are kept as they are."""
+    from mars_eval.models import transformers_engine as te
+
+    engine = _engine(tiny_model, None)
+    weights_mib = sum(p.numel() * p.element_size() for p in engine._lm.parameters()) / 2**20
+    assert engine._cache_mib("cpu") == (
+        max(te.MIN_KV_MIB, te.CPU_KV_SHARE * weights_mib),
+        max(te.MIN_PREFIX_MIB, te.CPU_PREFIX_SHARE * weights_mib),
+    )
+    assert weights_mib * te.CPU_KV_SHARE < te.MIN_KV_MIB  # the tiny model gets the floor
+
+    # a model of SmolLM2-135M's size in fp32 (134.5 M parameters, 538 MB): 128 MiB of KV and
+    # 16 MiB of prefix cache
+    class Sized:
+        def numel(self) -> int:
+            return 134_515_008
+
+        def element_size(self) -> int:
+            return 4
+
+    class Model:
+        def parameters(self):
+            return [Sized()]
+
+    engine._lm = Model()
+    kv, prefix = engine._cache_mib("cpu")
+    assert round(kv) == 128 and round(prefix) == 16
+    given = TransformersEngine(tiny_model, kv_cache_mib=300, prefix_cache_mib=5)
+    assert given._cache_mib("cpu") == (300, 5)

@@ -53,3 +53,33 @@ def test_without_the_fix_a_freed_large_block_raises_the_threshold():
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.split() == ["None", "None", "False"]
+
+
+TRIM_PROBE = """
+import ctypes
+from mars_eval.models.host_memory import release_free_heap
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon"):
+            return int(line.split()[1]) // 1024
+blocks = [libc.malloc(64 << 10) for _ in range(2000)]  # 125 MiB of heap blocks, under the threshold
+for b in blocks:
+    ctypes.memset(b, 1, 64 << 10)
+for b in blocks[:-1]:  # the last one stays: the heap's top cannot shrink past it
+    libc.free(ctypes.c_void_p(b))
+before = anon()
+done = release_free_heap()
+print(done, before - anon())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc_trim only")
+def test_release_free_heap_hands_freed_heap_pages_back():
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+    out = subprocess.run(
+        [sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, env=env, check=True, timeout=60
+    )
+    done, released_mib = out.stdout.split()
+    assert done == "True" and int(released_mib) > 100

@@ -205,16 +205,36 @@ def test_resume_keeps_the_runs_own_settings_where_only_the_preset_changed(tmp_pa
     old["lr"] = 2e-6  # and made when the preset said another lr
     (tmp_path / RUN_CONFIG).write_text(json.dumps(old))
     args = make_parser().parse_args(["--preset", "qwen3-4b", "--output", str(tmp_path), "--resume"])
-    cfg = _keep_recorded(build_config("qwen3-4b"), args)
+    cfg, kept = _keep_recorded(build_config("qwen3-4b"), args)
+    assert {k.split("=")[0] for k in kept} == {"rollout_schedule", "row_layout", "lr"}
     assert (cfg.rollout_schedule, cfg.row_layout, cfg.lr) == ("rounds", "turn", 2e-6)
     check_resume_config(tmp_path / RUN_CONFIG, cfg)  # the same run: accepted
     # named on the command line: compared, and the refusal shows the record's (default) value
     argv = ["--preset", "qwen3-4b", "--output", str(tmp_path), "--resume", "rollout_schedule=async"]
     args = make_parser().parse_args(argv)
-    cfg = _keep_recorded(build_config("qwen3-4b", overrides={"rollout_schedule": "async"}), args)
+    cfg, _ = _keep_recorded(build_config("qwen3-4b", overrides={"rollout_schedule": "async"}), args)
     assert cfg.row_layout == "turn" and cfg.rollout_schedule == "async"
     with pytest.raises(ConfigError, match=r"rollout_schedule \('rounds' -> 'async'\)"):
         check_resume_config(tmp_path / RUN_CONFIG, cfg)
+
+
+def test_a_refused_resume_is_one_line_and_an_accepted_one_names_what_it_kept(tmp_path, capsys):
+    """The note on settings taken from the record comes only once the resume is accepted."""
+    from training.config import RUN_CONFIG
+
+    old = json.loads(json.dumps(build_config("tiny").to_dict()))
+    del old["warmup_steps"]  # recorded before the preset set it: the default (10) there
+    (tmp_path / RUN_CONFIG).write_text(json.dumps(old))
+    (tmp_path / "checkpoints").mkdir()
+    assert main(["--preset", "tiny", "--output", str(tmp_path), "--resume", "lr=0.1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lr (0.0005 -> 0.1)" in err[0]
+    assert err[0].startswith("mars-train: error: --resume with a changed configuration")
+    from training.cli import _keep_recorded, make_parser
+
+    args = make_parser().parse_args(["--preset", "tiny", "--output", str(tmp_path), "--resume"])
+    cfg, kept = _keep_recorded(build_config("tiny"), args)
+    assert cfg.warmup_steps == 10 and kept == ["warmup_steps=10 (preset: 3)"]
 
 
 def test_help_says_what_steps_shortens(capsys):
