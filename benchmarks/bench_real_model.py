@@ -12,7 +12,8 @@ left-padded `model.generate` call. `threads`: generate tokens/s in a fresh proce
 keeps a core busy; the figure of merit is busy / idle (target >= 0.4).
 `targets`: the machine's fp32 GEMM GFLOP/s and memory bandwidth (the physical bounds per token),
 then at each batch raw `generate` (fp32 and bf16; the tokens each row keeps up to its end
-token, as a static batch gives them) and our engine at that concurrency, per second and per
+token, as a static batch gives them) and our engine at that concurrency with a KV budget of what
+generate's batch holds (and, fp32, with the engine's default budget too), per second and per
 CPU-second (`time.process_time`, all threads), peak RSS and load averages.
 `sustained`: concurrency as serving benchmarks mean it (vLLM's `--max-concurrency`): C clients
 each send their next prompt when their reply is back, over 4 x C distinct prompts, so the
@@ -149,15 +150,19 @@ def generate_kept(folder: str, chats, new_tokens: int, dtype: str) -> dict:
         )
     width = enc["input_ids"].shape[1]
     kept = sum(reply_length(row[width:].tolist(), new_tokens, eos)[0] for row in out)
-    return {"tokens": kept, "tok_s": kept / wall, "tok_cpu_s": kept / cpu}
+    from mars_eval.models.decode_loop import kv_bytes_per_token
+
+    kv_mib = len(chats) * (width + new_tokens) * kv_bytes_per_token(lm) / 2**20  # the batch's KV cache
+    return {"tokens": kept, "tok_s": kept / wall, "tok_cpu_s": kept / cpu, "kv_mib": kv_mib}
 
 
-def engine_kept(folder: str, chats, new_tokens: int, dtype: str) -> dict:
-    """The same prompts as concurrent chat calls to the in-process engine (continuous batching)."""
+def engine_kept(folder: str, chats, new_tokens: int, dtype: str, kv_mib: float | None = None) -> dict:
+    """The same prompts as concurrent chat calls to the in-process engine (continuous batching),
+    its KV budget `kv_mib` (None: the engine's default for the model)."""
     from mars_eval.models import SamplingParams
     from mars_eval.models.transformers_engine import TransformersEngine
 
-    engine = TransformersEngine(folder, dtype=dtype, max_batch=max(64, len(chats)))
+    engine = TransformersEngine(folder, dtype=dtype, max_batch=max(64, len(chats)), kv_cache_mib=kv_mib)
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, thinking=False)
 
     async def go():
@@ -196,8 +201,14 @@ def bench_targets(batches: list[int], new_tokens: int = 128) -> None:
         chats = _mixed(batch)
         for dtype in ("float32", "bfloat16"):
             gen = generate_kept(folder, chats, new_tokens, dtype)
-            ours = engine_kept(folder, chats, new_tokens, dtype)
+            # the same KV memory as generate's batch, so the comparison is of batching, not of
+            # memory; the engine's own default (a quarter of the weights' bytes on a CPU) may
+            # hold fewer rows: its row is `engine_default_*`
+            ours = engine_kept(folder, chats, new_tokens, dtype, kv_mib=max(gen.pop("kv_mib"), 1.0))
             row = {"batch": batch, "dtype": dtype, "load": round(os.getloadavg()[0], 2)}
+            if dtype == "float32" and batch > 1:
+                own = engine_kept(folder, chats, new_tokens, dtype)
+                row.update({f"engine_default_{k}": round(v, 1) for k, v in own.items()})
             row.update({f"generate_{k}": round(v, 1) for k, v in gen.items()})
             row.update({f"engine_{k}": round(v, 1) for k, v in ours.items()})
             row["engine_over_generate_cpu"] = round(ours["tok_cpu_s"] / gen["tok_cpu_s"], 2)

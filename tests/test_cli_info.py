@@ -174,12 +174,12 @@ def test_readme_mentions_every_preset_and_what_the_tiny_model_is() -> None:
     assert "mars-eval games --games tic_tac_toe --opponents random --model results/tiny" in quick
     assert "mars-eval list" in quick and "--version" in quick
     # issues 25 and 39: the first block pulls a real model, runs one agent and a multi-agent
-    # system on the same one-step problems, and compares the two
+    # system on the same one-step problems (side by side, one model in memory), compares the two
     first = re.search(r"```bash\n(.*?)\n```", quick, re.S).group(1).splitlines()
     assert "mars-eval models pull smollm2-135m-instruct" in first[0]
-    assert "mas --system single --task arith --arith-steps 1 --model smollm2-135m-instruct" in first[1]
-    assert "mas --system debate --task arith --arith-steps 1 --model smollm2-135m-instruct" in first[2]
-    assert "mars-eval compare" in first[3]
+    both = "suite --system single --system debate --task arith --arith-steps 1 --model smollm2-135m-instruct"
+    assert both in first[1]
+    assert "mars-eval compare runs/quick/arith-single-* runs/quick/arith-debate-*" in first[2]
 
 
 @pytest.mark.slow
