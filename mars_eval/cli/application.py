@@ -198,6 +198,7 @@ def games(
     request_timeout: opt.run_flag("request_timeout", "games") = None,
     max_attempts: opt.run_flag("max_attempts", "games") = None,
     dtype: opt.run_flag("dtype", "games") = opt.run_default("dtype"),
+    kv_cache_mib: opt.run_flag("kv_cache_mib", "games") = None,
 ) -> None:
     """Play OpenSpiel games against fixed strong opponents and report returns."""
     from mars_eval.cli import validate
@@ -233,6 +234,7 @@ def games(
         request_timeout=request_timeout,
         max_attempts=max_attempts,
         dtype=dtype,
+        kv_cache_mib=kv_cache_mib,
     )
     raise typer.Exit(code or exitcodes.OK)
 

@@ -59,18 +59,20 @@ def make_client(
     engine: str = AUTO,
     http_client: str = DEFAULT_HTTP_CLIENT,
     dtype: str = "auto",
+    kv_cache_mib: float | None = None,
 ) -> ModelClient:
     """The client of the backend a run selects (models.backends): the remote one (HTTP) when
     base URLs are given, else the in-process `engine` ("auto": vLLM when installed with a GPU,
     else transformers), with the model resolved (a pulled name: its folder; none: the embedded
     default). http_client: over HTTP, "direct" or "openai" (see `HTTPClient`); dtype: in-process,
-    what the weights compute in (models.dtypes: auto, float32, bfloat16)."""
+    what the weights compute in (models.dtypes: auto, float32, bfloat16); kv_cache_mib: the
+    in-process transformers engine's KV budget (None: by device)."""
     chosen = select_backend(engine, remote=bool(base_urls))
     if not chosen.remote:
         from mars_eval.models.pull import resolve_model
 
         model = resolve_model(model) or default_model()  # a pulled name ("smollm2-135m-instruct"): its folder
     settings = ClientSettings(
-        model, tuple(base_urls or ()), concurrency, timeout, max_attempts, http_client, dtype
+        model, tuple(base_urls or ()), concurrency, timeout, max_attempts, http_client, dtype, kv_cache_mib
     )
     return chosen.build(settings)

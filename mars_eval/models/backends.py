@@ -46,6 +46,7 @@ class ClientSettings:
     max_attempts: int | None = None
     http_client: str = DEFAULT_HTTP_CLIENT
     dtype: str = "auto"  # in-process backends: models.dtypes
+    kv_cache_mib: float | None = None  # in-process transformers: its KV budget (None: by device)
 
 
 def _always() -> bool:
@@ -167,7 +168,9 @@ def _transformers(s: ClientSettings) -> ModelClient:
     from mars_eval.models.transformers_engine import TransformersEngine
 
     assert s.model is not None
-    return TransformersEngine(s.model, max_batch=s.concurrency or 64, dtype=s.dtype)
+    return TransformersEngine(
+        s.model, max_batch=s.concurrency or 64, dtype=s.dtype, kv_cache_mib=s.kv_cache_mib
+    )
 
 
 def _vllm(s: ClientSettings) -> ModelClient:

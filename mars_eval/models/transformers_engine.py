@@ -159,6 +159,7 @@ class TransformersEngine:
         self._in_flight: dict[tuple, asyncio.Future] = {}
         self.shared_calls = 0
         self.threads: int | None = None  # torch threads on a CPU, set at load
+        self.kv_budget_mib: float | None = None  # the decode loop's KV budget, set at load
 
     # --- loading -------------------------------------------------------------------------
     def _load(self) -> None:
@@ -209,6 +210,7 @@ class TransformersEngine:
             if self.static_reason is None:
                 per_token = kv_bytes_per_token(self._lm)
                 kv_mib, prefix_mib = self._cache_mib(device)
+                self.kv_budget_mib = kv_mib
                 budget = max(1, int(kv_mib * 2**20) // per_token) if per_token else None
                 prefix = self.prefix_cache_tokens
                 if prefix is None:
@@ -438,6 +440,9 @@ class TransformersEngine:
         if self._decode is not None:
             out.update(self._decode.stats.as_dict())
             out["prefix_cache_tokens_held"] = self._decode.prefix.tokens_held
+            if self.kv_budget_mib is not None:  # what the slab may hold (--kv-cache-mib)
+                out["kv_budget_mib"] = round(self.kv_budget_mib, 1)
+                out["kv_budget_tokens"] = self._decode.kv_budget_tokens
         return out
 
     # --- static engine ---------------------------------------------------------------------

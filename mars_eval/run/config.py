@@ -56,6 +56,7 @@ class EvalConfig:
     max_attempts: int | None = None
     engine: str = "auto"
     dtype: str = "auto"  # --dtype (models.dtypes): what an in-process engine computes in
+    kv_cache_mib: float | None = None  # --kv-cache-mib: the in-process KV budget (None: by device)
     http_client: str = DEFAULT_HTTP_CLIENT  # --http-client (models.base.HTTP_CLIENTS): how, not what
     task_options: dict[str, Any] | None = None  # the custom task's fields and answer type (tasks.custom)
     problem_ids: list[str] | None = None  # only these problems (like --limit, not in the identity)

@@ -54,6 +54,7 @@ class GamesConfig:
     request_timeout: float | None = None  # seconds per attempt (connect to last byte)
     max_attempts: int | None = None  # per call, over 429/5xx/timeouts/dropped connections
     dtype: str = "auto"  # --dtype (models.dtypes): what an in-process model computes in
+    kv_cache_mib: float | None = None  # --kv-cache-mib: the in-process KV budget (not in the identity)
 
     def pack(self) -> PromptPack:
         return load_pack(self.prompts)
@@ -187,6 +188,7 @@ def build_config(
     max_attempts: int | None = None,
     prompts: str | None = None,
     dtype: str = "auto",
+    kv_cache_mib: float | None = None,
 ) -> GamesConfig:
     """Validate the command's options into a GamesConfig (ConfigError on bad input). The CLI
     and the Python API (`mars_eval.play`) both come through here, so a value of the wrong type
@@ -196,7 +198,7 @@ def build_config(
         opponents=opponents, episodes=episodes, seed=seed, output=output, concurrency=concurrency,
         max_tokens=max_tokens, temperature=temperature, thinking=thinking, prompt_style=prompt_style,
         fresh=fresh, request_timeout=request_timeout, max_attempts=max_attempts, prompts=prompts,
-        dtype=dtype,
+        dtype=dtype, kv_cache_mib=kv_cache_mib,
     )  # fmt: skip
     if agent and model:
         raise ConfigError("give either --agent (a built-in player) or --model (an LLM), not both")
@@ -222,6 +224,7 @@ def build_config(
         request_timeout=request_timeout,
         max_attempts=max_attempts,
         dtype=dtype,
+        kv_cache_mib=kv_cache_mib,
     )
     if agent:
         spec = agent.strip().lower()
@@ -259,7 +262,7 @@ def build_config(
 
 _TEXT_OPTIONS = ("games", "model", "agent", "opponents", "prompt_style", "prompts")
 _SHARED_OPTIONS = ("seed", "concurrency", "temperature", "output", "max_tokens", "thinking", "fresh")
-_SHARED_OPTIONS += ("request_timeout", "max_attempts", "dtype")
+_SHARED_OPTIONS += ("request_timeout", "max_attempts", "dtype", "kv_cache_mib")
 
 
 def check_options(**options: Any) -> None:

@@ -102,6 +102,7 @@ async def run_games(
             timeout=cfg.request_timeout,
             max_attempts=cfg.max_attempts,
             dtype=cfg.dtype,
+            kv_cache_mib=cfg.kv_cache_mib,
         )
     try:
         if client is not None:

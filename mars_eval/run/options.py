@@ -196,6 +196,17 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         identity=True,
     ),  # fmt: skip
     RunOption(
+        "kv_cache_mib",
+        float,
+        None,
+        "In-process engine: most MiB of KV cache the live rows may hold; more runs more rows at once "
+        "(faster) and takes more memory. Replies do not change",
+        shown="a quarter of the weights' bytes on a CPU, half the free memory on a GPU",
+        low=1,
+        nullable=True,
+        commands=("mas", "suite", "games"),
+    ),  # fmt: skip
+    RunOption(
         "http_client",
         str,
         next(iter(HTTP_CLIENTS)),

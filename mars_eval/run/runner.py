@@ -238,6 +238,7 @@ async def run_eval(
         engine=cfg.engine,
         http_client=cfg.http_client,
         dtype=cfg.dtype,
+        kv_cache_mib=cfg.kv_cache_mib,
     )
     # An in-process engine is loaded at the first call the run store cannot answer (a rerun
     # whose calls are all stored never loads it); an endpoint is checked before any work.

@@ -324,7 +324,12 @@ async def run_suite(plan: SuitePlan, console: Console | None = None, progress: b
         if pool is None:
             for model in plan.models:
                 local[model] = make_client(
-                    model, [], concurrency=template.concurrency, engine=template.engine, dtype=template.dtype
+                    model,
+                    [],
+                    concurrency=template.concurrency,
+                    engine=template.engine,
+                    dtype=template.dtype,
+                    kv_cache_mib=template.kv_cache_mib,
                 )
         for cell in cells:
             cell.total = counts[cell.task] * template.samples
