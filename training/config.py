@@ -776,8 +776,8 @@ def read_run_config(path: Path) -> dict[str, Any] | None:
     if not Path(path).is_file():
         return None
     try:
-        old = json.loads(Path(path).read_text())
-    except json.JSONDecodeError:
+        old = json.loads(Path(path).read_text(encoding="utf-8"))
+    except ValueError:  # not JSON, or not text at all (UnicodeDecodeError)
         raise ConfigError(f"{path} does not parse: cannot check the resumed configuration") from None
     if not isinstance(old, dict):
         raise ConfigError(f"{path} is not a run configuration (a JSON object)")

@@ -235,6 +235,11 @@ def test_a_refused_resume_is_one_line_and_an_accepted_one_names_what_it_kept(tmp
     args = make_parser().parse_args(["--preset", "tiny", "--output", str(tmp_path), "--resume"])
     cfg, kept = _keep_recorded(build_config("tiny"), args)
     assert cfg.warmup_steps == 10 and kept == ["warmup_steps=10 (preset: 3)"]
+    for damaged in (b"\xff\xfe not text", b"[1, 2]"):  # a damaged record: one line, exit 2
+        (tmp_path / RUN_CONFIG).write_bytes(damaged)
+        assert main(["--preset", "tiny", "--output", str(tmp_path), "--resume"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and RUN_CONFIG in err[0], err
 
 
 def test_help_says_what_steps_shortens(capsys):
