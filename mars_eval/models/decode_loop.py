@@ -256,9 +256,12 @@ class PrefixCache:
         return None, 0
 
     def add(self, tokens: list[int], hashes: list[int], kv: Callable[[int], list[tuple[Any, Any]]]) -> None:
-        """Keep the full blocks of `tokens`; `kv(n)` gives their KV (called only when kept)."""
+        """Keep the full blocks of `tokens`, or as many leading ones as the cache holds (a long
+        prompt's shared part, a system prompt or a game's rules, comes first); `kv(n)` gives
+        their KV (called only when kept)."""
+        hashes = hashes[: self.max_tokens // PREFIX_BLOCK]
         n = len(hashes) * PREFIX_BLOCK
-        if n == 0 or n > self.max_tokens or hashes[-1] in self._by_hash:
+        if n == 0 or hashes[-1] in self._by_hash:
             return
         while self.tokens_held + n > self.max_tokens:
             old_id, old = self._entries.popitem(last=False)

@@ -259,6 +259,26 @@ def test_a_shared_prompt_prefix_is_computed_once(tiny_model):
     assert stats["prefix_hit_rate"] == round(stats["prefix_hit_tokens"] / (3 * n), 4)
 
 
+def test_a_prompt_longer_than_the_prefix_cache_leaves_its_leading_blocks(tiny_model):
+    """A cache smaller than the prompt keeps the prompt's first blocks (the part prompts share),
+    not nothing: the next calls copy those and prefill the rest; replies are unchanged."""
+    from mars_eval.models.decode_loop import PREFIX_BLOCK
+
+    params = SamplingParams(max_tokens=6, thinking=False, temperature=0.0)
+    chats = [_chats(4)[3]] * 3  # the longest of _chats: several blocks
+    one = TransformersEngine(tiny_model, batch_window_s=0.01, dtype=FP32)
+    n = len(one._encode(one.render(chats[0], params)))
+    held = (n - 1) // PREFIX_BLOCK // 2 * PREFIX_BLOCK  # room for half the prompt's blocks
+    assert held >= PREFIX_BLOCK
+    engine = TransformersEngine(tiny_model, batch_window_s=0.01, dtype=FP32, prefix_cache_tokens=held)
+    replies = [_run(engine, [c], params)[0] for c in chats]  # one after another: each finds the cache
+    stats = engine.stats()
+    assert stats["prefix_cache_tokens_held"] == held
+    assert stats["prefix_hit_tokens"] == 2 * held
+    want = _raw_greedy(engine, chats[0], params)
+    assert all((r.content, r.completion_tokens, r.finish_reason) == want for r in replies)
+
+
 def test_identical_greedy_calls_in_flight_are_decoded_once(tiny_model):
     """A debate's agents at temperature 0 send one prompt: one row decodes it, the other calls
     get its reply (their own copies), equal to generate's; a call that differs in any setting
