@@ -71,10 +71,10 @@ _LOAD_LOCK = threading.Lock()
 # cache. Rows beyond what the slab holds wait (a long debate round runs fewer rows at once).
 # On a CPU both follow the model: shares of its weights' bytes, so the process stays near 1.3x
 # the weights plus the libraries (SmolLM2-135M in fp32: 538 MB of weights, 128 MiB of KV at 46 KB
-# a token, 16 MiB of prefix cache; the README quick start peaks at 1.19 GB, where 256 + 32 MiB
+# a token, 8 MiB of prefix cache; the README quick start peaks at 1.19 GB, where 256 + 32 MiB
 # peaked at 1.36 GB and ran its debate in 12% less time: issue 39 item 3, results/benchmarks.md,
 # "Quick start"). On a GPU both are shares of the memory free once the model is loaded.
-CPU_KV_SHARE, CPU_PREFIX_SHARE = 0.25, 1 / 32
+CPU_KV_SHARE, CPU_PREFIX_SHARE = 0.25, 1 / 64
 MIN_KV_MIB, MIN_PREFIX_MIB = 64, 8  # a tiny model still batches a few rows of long prompts
 GPU_KV_SHARE, GPU_PREFIX_SHARE = 0.5, 0.05
 
