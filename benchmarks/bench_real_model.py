@@ -202,7 +202,7 @@ def bench_targets(batches: list[int], new_tokens: int = 128) -> None:
         for dtype in ("float32", "bfloat16"):
             gen = generate_kept(folder, chats, new_tokens, dtype)
             # the same KV memory as generate's batch, so the comparison is of batching, not of
-            # memory; the engine's own default (a quarter of the weights' bytes on a CPU) may
+            # memory; the engine's own default (0.22 of the weights' bytes on a CPU) may
             # hold fewer rows: its row is `engine_default_*`
             ours = engine_kept(folder, chats, new_tokens, dtype, kv_mib=max(gen.pop("kv_mib"), 1.0))
             row = {"batch": batch, "dtype": dtype, "load": round(os.getloadavg()[0], 2)}

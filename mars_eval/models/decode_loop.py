@@ -52,6 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mars_eval.models.threads import WIDE_FORWARD_TOKENS
+
 PREFIX_BLOCK = 16  # tokens per prefix-cache block: a prefix is reused in whole blocks
 
 
@@ -369,6 +371,7 @@ class DecodeLoop:
         limit: int | None,
         prefix_tokens: int,
         kv_budget_tokens: int | None = None,
+        wide_threads: Callable[[], int] | None = None,
     ):
         import torch
 
@@ -378,6 +381,7 @@ class DecodeLoop:
         self.max_rows = max_rows
         self.limit = limit
         self.kv_budget_tokens = kv_budget_tokens  # rows x time the slab may hold (None: unbounded)
+        self.wide_threads = wide_threads  # threads of a wide forward (models.threads); None: as set
         self.device = next(lm.parameters()).device
         self.cache_kw = _cache_keyword(lm)
         self.slab = _SlabCache(max_rows, limit, torch.arange(max_rows, device=self.device))
@@ -391,14 +395,25 @@ class DecodeLoop:
         return len(self.live) + len(self.waiting) < self.max_rows
 
     def _forward(self, input_ids: Any, position_ids: Any, mask: Any) -> Any:
-        out = self.lm(
-            input_ids=input_ids,
-            position_ids=position_ids,
-            attention_mask=mask,
-            use_cache=True,
-            logits_to_keep=1,
-            **{self.cache_kw: self.slab},
-        )
+        torch = self.torch
+        narrow = torch.get_num_threads()
+        wide = narrow
+        if self.wide_threads is not None and input_ids.numel() >= WIDE_FORWARD_TOKENS:
+            wide = self.wide_threads()
+        if wide != narrow:
+            torch.set_num_threads(wide)
+        try:
+            out = self.lm(
+                input_ids=input_ids,
+                position_ids=position_ids,
+                attention_mask=mask,
+                use_cache=True,
+                logits_to_keep=1,
+                **{self.cache_kw: self.slab},
+            )
+        finally:
+            if wide != narrow:
+                torch.set_num_threads(narrow)
         return out.logits[:, -1, :].float()
 
     def _mask(self, allowed: Any) -> Any:

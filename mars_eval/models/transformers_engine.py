@@ -70,11 +70,12 @@ _LOAD_LOCK = threading.Lock()
 # Memory of the decode loop, whatever the concurrency: the slab of live rows' KV and the prefix
 # cache. Rows beyond what the slab holds wait (a long debate round runs fewer rows at once).
 # On a CPU both follow the model: shares of its weights' bytes, so the process stays near 1.3x
-# the weights plus the libraries (SmolLM2-135M in fp32: 538 MB of weights, 128 MiB of KV at 46 KB
+# the weights plus the libraries (SmolLM2-135M in fp32: 538 MB of weights, 113 MiB of KV at 46 KB
 # a token, 8 MiB of prefix cache; the README quick start peaks at 1.19 GB, where 256 + 32 MiB
-# peaked at 1.36 GB and ran its debate in 12% less time: issue 39 item 3, results/benchmarks.md,
+# peaked at 1.36 GB and ran its debate in 12% less time; 0.22 rather than 0.25 since packed
+# weights and two-thread prefills took 20 MB more: issue 39 item 3, results/benchmarks.md,
 # "Quick start"). On a GPU both are shares of the memory free once the model is loaded.
-CPU_KV_SHARE, CPU_PREFIX_SHARE = 0.25, 1 / 64
+CPU_KV_SHARE, CPU_PREFIX_SHARE = 0.22, 1 / 64
 MIN_KV_MIB, MIN_PREFIX_MIB = 64, 8  # a tiny model still batches a few rows of long prompts
 GPU_KV_SHARE, GPU_PREFIX_SHARE = 0.5, 0.05
 
@@ -107,7 +108,9 @@ class TransformersEngine:
     `kv_cache_mib`: most MiB the live rows' KV may take (calls wait for room; None: by device,
     CPU_KV_SHARE of the weights' bytes on a CPU, GPU_KV_SHARE of the free GPU memory);
     `prefix_cache_mib`: MiB of prompt KV the prefix cache keeps (None: by device), or
-    `prefix_cache_tokens` tokens of it when given (0: no prefix cache).
+    `prefix_cache_tokens` tokens of it when given (0: no prefix cache); `packed_weights`: fp32
+    linear weights packed once for oneDNN on a CPU (`packed_weights`; None: for models of at least
+    `packed_weights.MIN_PARAMS` parameters, False: the plain kernels, as `generate` computes).
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class TransformersEngine:
         prefix_cache_tokens: int | None = None,
         kv_cache_mib: float | None = None,
         prefix_cache_mib: float | None = None,
+        packed_weights: bool | None = None,
     ):
         self.model = model
         self.max_batch = max_batch
@@ -130,6 +134,9 @@ class TransformersEngine:
         self.prefix_cache_tokens = prefix_cache_tokens  # None: as many as prefix_cache_mib holds
         self.kv_cache_mib = kv_cache_mib
         self.prefix_cache_mib = prefix_cache_mib
+        self.packed_weights = packed_weights  # None: by model and device; set to what was done at load
+        self._weight_bytes = 0
+        self._wide_threads = None  # models.threads.WideForwardThreads on a CPU, set at load
         self.static_reason: str | None = None if continuous else "continuous=False"
         self._device = device
         self._dtype = dtype  # as asked (models.dtypes.DTYPES); `dtype`: as resolved at load
@@ -196,13 +203,17 @@ class TransformersEngine:
         self._tok, self._lm, self._device = tok, lm.to(device).eval(), device
         if device == "cpu":
             from mars_eval.models.host_memory import fix_mmap_threshold, release_free_heap
-            from mars_eval.models.threads import fit_cpu_threads
+            from mars_eval.models.threads import fit_cpu_threads, wide_forward_threads
 
             fix_mmap_threshold()  # big tensors in mmaps, not in a heap that only grows
             release_free_heap()  # what loading freed (imports, the state dict's bookkeeping)
 
+            params = sum(p.numel() for p in lm.parameters())
+            self._weight_bytes = sum(p.numel() * p.element_size() for p in lm.parameters())
             # the cores free now, one for a small model (models.threads)
-            self.threads = fit_cpu_threads(torch, sum(p.numel() for p in lm.parameters()))
+            self.threads = fit_cpu_threads(torch, params)
+            self._wide_threads = wide_forward_threads(self.threads)  # a prefill: the free cores
+            self.packed_weights = self._pack(params, dtype)
         if self.continuous:
             from mars_eval.models.decode_loop import DecodeLoop, kv_bytes_per_token, supported
 
@@ -222,7 +233,23 @@ class TransformersEngine:
                     limit=self.context_limit(),
                     prefix_tokens=prefix,
                     kv_budget_tokens=budget,
+                    wide_threads=self._wide_threads,
                 )
+
+    def _pack(self, params: int, dtype) -> bool:
+        """Pack the fp32 linears for oneDNN (models.packed_weights) when asked or, by default,
+        when the model is big enough; whether they are packed."""
+        import torch
+
+        from mars_eval.models import packed_weights
+
+        wanted = self.packed_weights
+        if wanted is None:
+            wanted = params >= packed_weights.MIN_PARAMS
+        if not wanted or dtype != torch.float32 or not packed_weights.can_pack():
+            return False
+        packed_weights.pack_linears(self._lm)
+        return True
 
     def _cache_mib(self, device: str) -> tuple[float, float]:
         """(KV budget, prefix cache) in MiB: as given, else by device (on a GPU, shares of the
@@ -236,7 +263,7 @@ class TransformersEngine:
             free = torch.cuda.mem_get_info(torch.device(device))[0] / 2**20
             kv_default, prefix_default = GPU_KV_SHARE * free, GPU_PREFIX_SHARE * free
         else:
-            weights = sum(p.numel() * p.element_size() for p in self._lm.parameters()) / 2**20
+            weights = self._weight_bytes / 2**20  # as loaded (packing moves the linears' bytes)
             kv_default = max(MIN_KV_MIB, CPU_KV_SHARE * weights)
             prefix_default = max(MIN_PREFIX_MIB, CPU_PREFIX_SHARE * weights)
         return (kv_default if kv is None else kv), (prefix_default if prefix is None else prefix)
@@ -326,6 +353,8 @@ class TransformersEngine:
         gone when nothing is live or waiting (the next call starts another)."""
         import torch
 
+        from mars_eval.models.host_memory import release_free_heap
+
         loop = self._decode
         time.sleep(self.batch_window_s)  # calls made together start together
         with torch.inference_mode():
@@ -360,6 +389,8 @@ class TransformersEngine:
                     for seq in joining:
                         if seq not in loop.live:
                             seq.fail(ModelAccessError(f"generation failed: {exc}"))
+                if joining and self._device == "cpu":
+                    release_free_heap()  # a prefill's activations, freed into the heap's holes
                 try:
                     loop.step()
                 except Exception as exc:  # a failed step fails its rows, never the engine
@@ -432,9 +463,10 @@ class TransformersEngine:
         out["batches"] = self.batches
         if self.static_calls:
             out["static_calls"] = self.static_calls
-        out["shared_calls"] = self.shared_calls
+        out["shared_calls"] = self.shared_calls  # greedy calls answered by an identical one in flight
         if self.threads is not None:
-            out["cpu_threads"] = self.threads  # greedy calls answered by an identical one in flight
+            out["cpu_threads"] = self.threads
+            out["packed_weights"] = bool(self.packed_weights)
         if self.static_reason and self._lm is not None:
             out["static_reason"] = self.static_reason
         if self._decode is not None:

@@ -201,7 +201,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         None,
         "In-process engine: most MiB of KV cache the live rows may hold; more runs more rows at once "
         "(faster) and takes more memory. Replies do not change",
-        shown="a quarter of the weights' bytes on a CPU, half the free memory on a GPU",
+        shown="0.22 of the weights' bytes on a CPU, half the free memory on a GPU",
         low=1,
         nullable=True,
         commands=("mas", "suite", "games"),

@@ -99,21 +99,10 @@ def test_cpu_budgets_follow_the_weights_and_given_values_win(tiny_model):
     )
     assert weights_mib * te.CPU_KV_SHARE < te.MIN_KV_MIB  # the tiny model gets the floor
 
-    # a model of SmolLM2-135M's size in fp32 (134.5 M parameters, 538 MB): 128 MiB of KV and
-    # 8 MiB of prefix cache
-    class Sized:
-        def numel(self) -> int:
-            return 134_515_008
-
-        def element_size(self) -> int:
-            return 4
-
-    class Model:
-        def parameters(self):
-            return [Sized()]
-
-    engine._lm = Model()
+    # a model of SmolLM2-135M's size in fp32 (134.5 M parameters, 538 MB, counted as loaded:
+    # packing its linears later moves their bytes): 113 MiB of KV and 8 MiB of prefix cache
+    engine._weight_bytes = 134_515_008 * 4
     kv, prefix = engine._cache_mib("cpu")
-    assert round(kv) == 128 and round(prefix) == 8
+    assert round(kv) == 113 and round(prefix) == 8
     given = TransformersEngine(tiny_model, kv_cache_mib=300, prefix_cache_mib=5)
     assert given._cache_mib("cpu") == (300, 5)

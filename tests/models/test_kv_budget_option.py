@@ -33,7 +33,7 @@ def test_mas_and_games_run_with_it_and_keep_their_identity(tmp_path) -> None:
     default = run_cli(base)
     assert default.returncode == 0, default.describe()
     stats = default.summary["engine_stats"]
-    assert stats["kv_budget_mib"] == 64.0  # the tiny model: the floor (a quarter of its bytes is less)
+    assert stats["kv_budget_mib"] == 64.0  # the tiny model: the floor (its share of its bytes is less)
     given = run_cli([*base, "--kv-cache-mib", "70", "--fresh"])
     assert given.returncode == 0, given.describe()
     assert given.summary["run_dir"] == default.summary["run_dir"]  # the same run: replies do not change

@@ -172,11 +172,14 @@ def test_reply_length_stops_at_an_end_token_only_within_the_rows_own_limit():
 
 
 # --- continuous batching -----------------------------------------------------------------------
-def _raw_greedy(engine: TransformersEngine, messages, params: SamplingParams) -> tuple[str, int, str]:
-    """(content, completion tokens, finish) of `model.generate` alone on one prompt, greedy."""
+def _raw_greedy(
+    engine: TransformersEngine, messages, params: SamplingParams, lm=None
+) -> tuple[str, int, str]:
+    """(content, completion tokens, finish) of `model.generate` alone on one prompt, greedy: of
+    `lm` when given (a plain copy of a model the engine packed), else of the engine's model."""
     import torch
 
-    tok, lm = engine._tok, engine._lm
+    tok, lm = engine._tok, lm or engine._lm
     enc = tok(engine.render(messages, params), add_special_tokens=False, return_tensors="pt")
     enc = {k: enc[k] for k in ("input_ids", "attention_mask")}  # no token_type_ids (4.56)
     with torch.inference_mode():
@@ -405,18 +408,29 @@ def _smollm2():
 
 @pytest.mark.real_model
 @pytest.mark.slow
-def test_greedy_replies_equal_generate_on_smollm2():
-    engine = TransformersEngine(_smollm2(), batch_window_s=0.01, dtype=FP32)
+@pytest.mark.parametrize("packed", [True, False])
+def test_greedy_replies_equal_generate_on_smollm2(packed):
+    """The real model, its linears packed for oneDNN (the default on a CPU) or plain: each reply
+    equals plain fp32 `generate`'s on its prompt alone."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = _smollm2()
+    packing = None if packed else False  # None: the default, which packs a model this big
+    engine = TransformersEngine(path, batch_window_s=0.01, dtype=FP32, packed_weights=packing)
     params = SamplingParams(max_tokens=24, thinking=False, temperature=0.0)
     system = {"role": "system", "content": "You are a careful solver. Show each step, then the answer."}
     chats = [[system, *chat] for chat in _chats(4, shared=2)]  # distinct prompts, one prefix
     engine._load()  # loaded first, so the calls join one by one as staggered
+    assert engine.packed_weights is packed
+    plain = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval() if packed else None
     replies = _run(engine, chats, params, stagger_s=0.05)
     for chat, reply in zip(chats, replies, strict=True):
         assert (reply.content, reply.completion_tokens, reply.finish_reason) == _raw_greedy(
-            engine, chat, params
+            engine, chat, params, plain
         )
     assert engine.stats()["prefix_hit_tokens"] > 0
+    assert engine.stats()["packed_weights"] is packed
 
 
 def test_a_failed_step_fails_its_calls_and_the_engine_serves_on(tiny_model, monkeypatch):
