@@ -5,7 +5,7 @@ layout at every call: at one to a few rows a step (a game's two seats, a debate'
 that copy costs as much as the product. oneDNN can pack a weight once, for any row count
 (`torch.ops.mkldnn._reorder_linear_weight`, what torch.compile's freezing pass uses), and read
 the packed panels at every step. Measured on 2 AVX2 cores, SmolLM2-135M's 30 layers and its
-49152 x 576 head, fp32, one thread (results/benchmarks.md, "Packed weights"): a step of 2 rows
+49152 x 576 head, fp32, one thread (results/benchmarks.md, "Quick start"): a step of 2 rows
 takes 40 against 62 ms, 3 rows 45 against 80 ms, 1 row about the same; a long prefill (640
 rows) is about 15% slower, a small share of a reply's time.
 
@@ -54,9 +54,10 @@ class PackedLinear(torch.nn.Module):
         self.in_features, self.out_features = weight.shape[1], weight.shape[0]
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
         self.bias = None if bias is None else bias.detach().clone()
+        self._op = torch.ops.mkldnn._linear_pointwise.default  # the overload, not the packet
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return self._op(x, self.packed, self.bias, "none", [], "")
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, packed"
