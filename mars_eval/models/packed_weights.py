@@ -23,6 +23,7 @@ read the few rows they need from the file again.
 from __future__ import annotations
 
 import ctypes
+import functools
 import mmap
 import os
 from dataclasses import dataclass
@@ -119,10 +120,19 @@ def drop_file_pages(t: torch.Tensor, mappings: list[tuple[int, int]]) -> int:
     first, last = -(-start // page) * page, end // page * page
     if last <= first:
         return 0
+    madvise = _madvise()
+    if madvise is None:
+        return 0
+    return last - first if madvise(first, last - first, MADV_DONTNEED) == 0 else 0
+
+
+@functools.cache
+def _madvise():
+    """The C library's madvise (looked up once); None where it has none."""
     try:
         madvise = ctypes.CDLL(None).madvise
     except (OSError, AttributeError):
-        return 0
+        return None
     madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     madvise.restype = ctypes.c_int
-    return last - first if madvise(first, last - first, MADV_DONTNEED) == 0 else 0
+    return madvise

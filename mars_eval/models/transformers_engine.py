@@ -109,8 +109,8 @@ class TransformersEngine:
     CPU_KV_SHARE of the weights' bytes on a CPU, GPU_KV_SHARE of the free GPU memory);
     `prefix_cache_mib`: MiB of prompt KV the prefix cache keeps (None: by device), or
     `prefix_cache_tokens` tokens of it when given (0: no prefix cache); `packed_weights`: fp32
-    linear weights packed once for oneDNN on a CPU (`packed_weights`; None: for models of at least
-    `packed_weights.MIN_PARAMS` parameters, False: the plain kernels, as `generate` computes).
+    linear weights packed once for oneDNN on a CPU (models.packed_weights; None: for models of at
+    least `packed_weights.MIN_PARAMS` parameters, False: the plain kernels, as `generate` computes).
     """
 
     def __init__(

@@ -22,6 +22,7 @@ from mars_eval.models.backends import AUTO, engine_choices
 from mars_eval.models.base import HTTP_CLIENTS, SAMPLING_PRESETS, ConfigError, SamplingParams, sampling_specs
 from mars_eval.models.dtypes import DTYPES
 from mars_eval.models.settings import Setting
+from mars_eval.models.transformers_engine import CPU_KV_SHARE, GPU_KV_SHARE
 
 ERROR_ACCOUNTING = ("ours", "maslab")  # --errors; the first is the default
 
@@ -201,7 +202,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         None,
         "In-process engine: most MiB of KV cache the live rows may hold; more runs more rows at once "
         "(faster) and takes more memory. Replies do not change",
-        shown="0.22 of the weights' bytes on a CPU, half the free memory on a GPU",
+        shown=f"{CPU_KV_SHARE:g} of the weights' bytes on a CPU, {GPU_KV_SHARE:g} of the free GPU memory",
         low=1,
         nullable=True,
         commands=("mas", "suite", "games"),
