@@ -248,14 +248,16 @@ def _varied(n: int) -> list[list[dict[str, str]]]:
     return [short[i // 2] if i % 2 else arith[i // 2] for i in range(n)]
 
 
-def engine_sustained(folder: str, concurrency: int, new_tokens: int, dtype: str = "float32") -> dict:
+def engine_sustained(
+    folder: str, concurrency: int, new_tokens: int, dtype: str = "float32", kv_mib: float | None = None
+) -> dict:
     """C clients over 4 x C prompts (module docstring): decode tokens per second and per
     CPU-second while the queue is not empty, and the mean live rows then."""
     from mars_eval.models import SamplingParams
     from mars_eval.models.transformers_engine import TransformersEngine
 
     chats = _varied(4 * concurrency)
-    engine = TransformersEngine(folder, dtype=dtype, max_batch=max(64, concurrency))
+    engine = TransformersEngine(folder, dtype=dtype, max_batch=max(64, concurrency), kv_cache_mib=kv_mib)
     params = SamplingParams(max_tokens=new_tokens, temperature=0.0, thinking=False)
 
     async def go() -> dict:

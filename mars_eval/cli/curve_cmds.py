@@ -70,6 +70,7 @@ def curve(
     ] = None,
     engine: opt.run_flag("engine", "curve") = opt.run_default("engine"),
     dtype: opt.run_flag("dtype", "curve") = opt.run_default("dtype"),
+    kv_cache_mib: opt.run_flag("kv_cache_mib", "curve") = None,
 ) -> None:
     """Evaluate every checkpoint of a training run (games and multi-agent systems), resuming."""
     from rich.console import Console
@@ -94,6 +95,7 @@ def curve(
         settings["mas_eval"] = items
     BY_NAME["engine"].check(engine)  # a backend of models.backends
     BY_NAME["dtype"].check(dtype)
+    BY_NAME["kv_cache_mib"].check(kv_cache_mib)
     if dtype == "auto" and settings.get("dtype") in ("float32", "bfloat16"):
         dtype = settings["dtype"]  # the dtype the run trained in, as its own curve evaluated
     console = Console(stderr=True)
@@ -104,6 +106,7 @@ def curve(
         steps=step,
         engine=engine,
         dtype=dtype,
+        kv_cache_mib=kv_cache_mib,
     )
     console.print(f"{done} evaluation(s) under {shown(str(root / 'evals'))}", highlight=False)
     raise typer.Exit(exitcodes.SOME_ERRORED if errored else exitcodes.OK)

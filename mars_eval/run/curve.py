@@ -222,7 +222,14 @@ def _checkpoint_meta(ckpt: Path) -> dict[str, Any]:
     return checkpoint_settings(str(ckpt))
 
 
-def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto", dtype: str = "auto") -> Any:
+def mas_config(
+    m: MasEval,
+    ckpt: Path,
+    output: Path,
+    engine: str = "auto",
+    dtype: str = "auto",
+    kv_cache_mib: float | None = None,
+) -> Any:
     """The EvalConfig `mars-eval mas --model CKPT` would build, at the checkpoint's sampling."""
     from mars_eval.mas import check_unused, options_for, system_class
     from mars_eval.models.base import SamplingParams
@@ -251,6 +258,7 @@ def mas_config(m: MasEval, ckpt: Path, output: Path, engine: str = "auto", dtype
         task_options=dict(m.task_options) or None,
         engine=engine,
         dtype=dtype,
+        kv_cache_mib=kv_cache_mib,
         prompts=meta.get("prompts"),
     )
 
@@ -290,6 +298,7 @@ async def evaluate_checkpoint_async(
     engine: str = "auto",
     progress: bool = False,
     dtype: str = "auto",
+    kv_cache_mib: float | None = None,
     client: Any = None,
 ) -> list[dict[str, Any]]:
     """Every evaluation of `spec` for one checkpoint; their summaries (each with run_dir and
@@ -304,14 +313,16 @@ async def evaluate_checkpoint_async(
     out_dir = eval_dir(train_dir, step)
     ckpt = Path(ckpt).resolve()  # the model's name in the run folder's name: the same from anywhere
     if client is None:
-        client = make_client(str(ckpt), engine=engine, dtype=dtype)
+        client = make_client(str(ckpt), engine=engine, dtype=dtype, kv_cache_mib=kv_cache_mib)
     summaries = []
     try:
         for m in spec.mas:
-            cfg = mas_config(m, ckpt, out_dir, engine, dtype)
+            cfg = mas_config(m, ckpt, out_dir, engine, dtype, kv_cache_mib)
             summaries.append(await run_eval(cfg, client=client, progress=progress, close_client=False))
         if spec.games:
-            games = dataclasses.replace(games_config(spec, ckpt, out_dir), dtype=dtype)
+            games = dataclasses.replace(
+                games_config(spec, ckpt, out_dir), dtype=dtype, kv_cache_mib=kv_cache_mib
+            )
             summary = await run_games(games, client=client, progress=progress)
             client = None  # run_games closes the client it is given
             summaries.append(summary)
@@ -324,7 +335,8 @@ async def evaluate_checkpoint_async(
 def evaluate_checkpoint(
     spec: CurveSpec, ckpt: Path, step: int, train_dir: Path, **options: Any
 ) -> list[dict[str, Any]]:
-    """`evaluate_checkpoint_async` run to its end (`options`: its engine, progress, dtype, client)."""
+    """`evaluate_checkpoint_async` run to its end (`options`: its engine, progress, dtype,
+    kv_cache_mib, client)."""
     return run_loop(evaluate_checkpoint_async(spec, ckpt, step, train_dir, **options))
 
 
@@ -337,6 +349,7 @@ def run_curve(
     engine: str = "auto",
     progress: bool = False,
     dtype: str = "auto",
+    kv_cache_mib: float | None = None,
 ) -> tuple[int, int]:
     """Evaluate every checkpoint (or those of `steps`); (evaluations, errored samples)."""
     if spec.empty:
@@ -349,9 +362,8 @@ def run_curve(
     check_spec(spec, [ckpt for _, ckpt in points])
     done = errored = 0
     for step, ckpt in points:
-        for summary in evaluate_checkpoint(
-            spec, ckpt, step, train_dir, engine=engine, progress=progress, dtype=dtype
-        ):
+        options = dict(engine=engine, progress=progress, dtype=dtype, kv_cache_mib=kv_cache_mib)
+        for summary in evaluate_checkpoint(spec, ckpt, step, train_dir, **options):
             done += 1
             errored += int(summary.get("errors") or 0)
             say(

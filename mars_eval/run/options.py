@@ -205,7 +205,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
         shown=f"{CPU_KV_SHARE:g} of the weights' bytes on a CPU, {GPU_KV_SHARE:g} of the free GPU memory",
         low=1,
         nullable=True,
-        commands=("mas", "suite", "games"),
+        commands=("mas", "suite", "games", "curve"),
     ),  # fmt: skip
     RunOption(
         "http_client",

@@ -1,5 +1,5 @@
 """`--kv-cache-mib` (issue 39 item 3): the in-process engine's KV budget, declared once as a run
-option for mas, suite and games; it reaches the engine, shows in `engine_stats`, is checked in
+option for mas, suite, games and curve; it reaches the engine, shows in `engine_stats`, is checked in
 one line, and leaves the run identity alone (replies do not depend on it)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.support.cli import run_cli
 
 def test_declared_once_for_the_commands_that_load_a_model() -> None:
     option = BY_NAME["kv_cache_mib"]
-    assert set(option.commands) == {"mas", "suite", "games"} and not option.identity
+    assert set(option.commands) == {"mas", "suite", "games", "curve"} and not option.identity
 
 
 def test_make_client_hands_it_to_the_engine() -> None:

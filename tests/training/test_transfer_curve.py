@@ -81,12 +81,18 @@ def test_training_curve_resume_and_report(tmp_path, engine_calls):
     assert engine_calls == []  # everything finished: not one call sent again
     assert "0 call(s) sent" in res.output
 
-    # one more problem per checkpoint: exactly those two calls (single: one call per sample)
-    res = runner.invoke(app, ["curve", str(out), "--limit", "4"])
+    # one more problem per checkpoint: exactly those two calls (single: one call per sample),
+    # through an engine with the KV budget given (the same runs: replies do not depend on it)
+    res = runner.invoke(app, ["curve", str(out), "--limit", "4", "--kv-cache-mib", "66"])
     assert res.exit_code == 0, res.output
     assert len(engine_calls) == 2
     for step in (0, 1):
-        assert len(_runs(eval_dir(out, step))["arith"].records) == 4
+        arith = _runs(eval_dir(out, step))["arith"]
+        assert len(arith.records) == 4
+        summary = json.loads((arith.path / "summary.json").read_text())
+        assert summary["engine_stats"]["kv_budget_mib"] == 66.0
+    res = runner.invoke(app, ["curve", str(out), "--kv-cache-mib", "0"])
+    assert isinstance(res.exception, ConfigError) and "--kv-cache-mib" in str(res.exception)
 
     page = tmp_path / "report.html"
     res = runner.invoke(app, ["report", str(out), "--out", str(page)])
