@@ -30,7 +30,9 @@ class TrainConfig:
     # --- model and engine ---
     model: str = "Qwen/Qwen3-4B"  # HF dir or hub id; TINY_MODEL builds a small model locally
     engine: str = "transformers"  # "transformers" (CPU/GPU) or "vllm" (GPU, colocated)
-    dtype: str = "float32"  # compute dtype of policy forward/backward, reference model, engine
+    # compute dtype of policy forward/backward, reference model, engine; "auto" (mars_eval's
+    # --dtype rule, models/dtypes.py) is resolved for the run's device by build_config
+    dtype: str = "float32"
     master_dtype: str = "float32"  # policy weights + AdamW state ("float32" = fp32 master weights)
     device: str = "auto"  # "auto" | "cpu" | "cuda"
     gradient_checkpointing: bool = False
@@ -334,7 +336,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         stop_at_answer=True,
         chat_system_prompt="none",  # SmolLM2's template adds 20 tokens of its own to a 48-token prompt
         engine="transformers",
-        dtype="float32",
+        dtype="auto",  # float32 on a CPU without fast bf16 (mars_eval.models.dtypes), as mars-eval's --dtype
         device="cpu",
         games=("tic_tac_toe",),
         # the compact message plus the legal moves: after the warm start on the plain compact
@@ -514,7 +516,24 @@ def build_config(
         cfg = replace(cfg, steps=steps)
     from mars_eval.models.pull import resolve_model  # model=smollm2-135m-instruct: its pulled folder
 
-    return replace(cfg, model=resolve_model(cfg.model))
+    return replace(cfg, model=resolve_model(cfg.model), dtype=resolved_dtype(cfg))
+
+
+def resolved_dtype(cfg: TrainConfig) -> str:
+    """`cfg.dtype`, "auto" resolved by the in-process engines' rule (mars_eval.models.dtypes:
+    float32 on a CPU without fast bf16, bfloat16 on a GPU) for the device the run will use. The
+    run records the dtype it resolved to, so a resumed run computes as it began. A value that is
+    not a dtype is left for `validate` to refuse."""
+    if cfg.dtype != "auto":
+        return cfg.dtype
+    from mars_eval.models.dtypes import resolve_dtype
+
+    device = cfg.device
+    if device == "auto":  # what the trainer picks (training/trainer.py setup)
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return resolve_dtype("auto", device if device in ("cpu", "cuda") else "cpu")
 
 
 def resolve_prompts(spec: str) -> tuple[str, PromptPack, str]:
@@ -548,7 +567,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
     """Every check that can fail before work starts. Raises ConfigError (one line)."""
     choices = {
         "engine": ("transformers", "vllm"),
-        "dtype": ("float32", "bfloat16"),
+        "dtype": ("float32", "bfloat16"),  # "auto" is resolved before (build_config, Trainer)
         "master_dtype": ("float32", "bfloat16"),
         "loss_agg": ("trajectory", "turn"),
         "schedule_unit": ("optimizer", "rollout"),

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,14 @@ from training import distributed as dist
 from training import resume as resume_mod
 from training.advantages import TrajectoryRewards
 from training.batch import Turn, by_trajectory
-from training.config import RUN_CONFIG, TrainConfig, resolve_prompts, rollout_envs, stop_strings
+from training.config import (
+    RUN_CONFIG,
+    TrainConfig,
+    resolve_prompts,
+    resolved_dtype,
+    rollout_envs,
+    stop_strings,
+)
 from training.engines import GenSettings
 from training.estimators import resolve_estimator
 from training.live import LiveView, one_line
@@ -69,7 +77,7 @@ class Trainer:
         log=None,
         stop_after: int | None = None,
     ):
-        self.cfg = cfg
+        self.cfg = replace(cfg, dtype=resolved_dtype(cfg))  # dtype=auto: what this machine computes in
         self.allow_changes = tuple(allow_changes)
         self.stop_after = stop_after  # tests: stop (as if killed) after this many steps of this run
         self.out = Path(output)

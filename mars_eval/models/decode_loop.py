@@ -578,6 +578,8 @@ class DecodeLoop:
         torch = self.torch
         out: list[int | None] = [None] * len(rows)
         greedy = [i for i, s in enumerate(rows) if s.processors is None]
+        if len(greedy) == len(rows):  # all greedy (the common case): no copy of the logits' rows
+            return logits.argmax(dim=-1).tolist()
         if greedy:
             picked = logits[greedy].argmax(dim=-1).tolist()
             for i, t in zip(greedy, picked, strict=True):

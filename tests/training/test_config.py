@@ -86,6 +86,7 @@ def test_overrides_are_typed():
         ({"tracker": "wandb"}, "wandb"),  # not installed: bad input, before any work
         ({"master_dtype": "bfloat16"}, "mixed-precision"),
         ({"loss_agg": "sequence"}, "loss_agg="),
+        ({"dtype": "float16"}, "dtype='float16' is not one of"),
     ],
 )
 def test_bad_configs(tmp_path, monkeypatch, overrides, fragment):
@@ -317,3 +318,21 @@ def test_the_qwen3_4b_preset_trains_on_the_mars_pack_when_it_is_imported(tmp_pat
     assert (spec, pack.name) == ("mars", "mars") and "the imported pack 'mars'" in note
     with pytest.raises(ConfigError, match="no prompt pack 'nope'"):
         resolve_prompts("nope")
+
+
+def test_dtype_auto_follows_the_engines_rule_and_is_recorded_resolved(tmp_path):
+    """dtype=auto (the smol preset's) resolves by mars_eval's --dtype rule for the run's device,
+    at build time and in a Trainer made from a config by hand, so run_config.json holds the
+    dtype the run computes in and a resume compares like with like."""
+    from dataclasses import replace
+
+    from mars_eval.models.dtypes import resolve_dtype
+
+    assert PRESETS["smol"]["dtype"] == "auto" and PRESETS["smol"]["device"] == "cpu"
+    here = resolve_dtype("auto", "cpu")  # float32 on a CPU without fast bf16
+    assert build_config("micro", overrides={"dtype": "auto"}).dtype == here
+    assert build_config("micro", overrides={"dtype": "bfloat16"}).dtype == "bfloat16"  # given: kept
+    raw = replace(build_config("micro"), dtype="auto")
+    trainer = Trainer(raw, tmp_path / "run")
+    assert trainer.cfg.dtype == here
+    trainer.preflight()  # the resolved dtype passes every check
