@@ -32,16 +32,71 @@ def _load(path: str):
 def test_packed_linears_compute_what_plain_ones_do(tiny_model):
     plain, packed = _load(tiny_model), _load(tiny_model)
     linears = sum(type(m) is torch.nn.Linear for m in plain.modules())
+    mlps = sum(type(m).__name__ in packed_weights.GATED_MLPS for m in plain.modules())
+    attentions = sum(type(m).__name__ in packed_weights.FUSED_QKV_ATTENTIONS for m in plain.modules())
     report = packed_weights.pack_linears(packed)
-    assert report.matrices == linears > 0
+    assert report.matrices == linears > 0 and report.fused_mlps == mlps > 0
+    assert report.fused_qkv == attentions > 0
     assert not any(type(m) is torch.nn.Linear for m in packed.modules())
-    assert sum(isinstance(m, packed_weights.PackedLinear) for m in packed.modules()) == linears
+    # a gated MLP's gate and up are one packed matrix, an attention's q, k, v one shared product
+    assert (
+        sum(isinstance(m, packed_weights.PackedLinear) for m in packed.modules())
+        == linears - mlps - 3 * attentions
+    )
+    assert sum(isinstance(m, packed_weights.PackedProjection) for m in packed.modules()) == 3 * attentions
     ids = torch.randint(0, plain.config.vocab_size, (3, 17))
     with torch.inference_mode():
         want, got = plain(input_ids=ids).logits, packed(input_ids=ids).logits
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert not torch.equal(got, torch.zeros_like(got))
+
+
+def test_a_fused_mlp_gives_bit_for_bit_what_its_packed_parts_give(tiny_model):
+    lm = _load(tiny_model)
+    mlp = next(m for m in lm.modules() if type(m).__name__ in packed_weights.GATED_MLPS)
+    gate, up, down = (
+        packed_weights.PackedLinear(getattr(mlp, n).weight, None)
+        for n in ("gate_proj", "up_proj", "down_proj")
+    )
+    fused = packed_weights.PackedGatedMLP(mlp)
+    for rows in (1, 2, 3, 17):
+        x = torch.randn(rows, 1, lm.config.hidden_size)
+        with torch.inference_mode():
+            want = down(mlp.act_fn(gate(x)) * up(x))
+            assert torch.equal(fused(x), want)
+            torch.testing.assert_close(fused(x), mlp(x), rtol=1e-4, atol=1e-5)  # and the plain MLP's
+
+
+def test_fused_products_give_bit_for_bit_what_separate_packed_ones_give(tiny_model, monkeypatch):
+    fused, separate = _load(tiny_model), _load(tiny_model)
+    packed_weights.pack_linears(fused)
+    monkeypatch.setattr(packed_weights, "GATED_MLPS", ())
+    monkeypatch.setattr(packed_weights, "FUSED_QKV_ATTENTIONS", ())
+    report = packed_weights.pack_linears(separate)
+    assert report.fused_mlps == report.fused_qkv == 0
+    for shape in ((1, 1), (2, 1), (3, 9)):
+        ids = torch.randint(0, fused.config.vocab_size, shape)
+        with torch.inference_mode():
+            assert torch.equal(fused(input_ids=ids).logits, separate(input_ids=ids).logits)
+
+
+def test_a_shared_product_computes_once_per_input_and_holds_nothing_after():
+    linears = [torch.nn.Linear(8, n, bias=True) for n in (8, 4, 4)]
+    shared = packed_weights.SharedProduct(linears)
+    x, y = torch.randn(2, 8), torch.randn(2, 8)
+    calls = []
+    product = shared.linear.forward
+    shared.linear.forward = lambda t: calls.append(1) or product(t)
+    with torch.inference_mode():
+        got = [shared.part(x, i) for i in range(3)]
+        assert len(calls) == 1 and shared._input is None and shared._parts == ()
+        for lin, out in zip(linears, got, strict=True):
+            torch.testing.assert_close(out, lin(x), rtol=1e-5, atol=1e-6)
+        # another input (or one part asked again) computes afresh: slower, never wrong
+        torch.testing.assert_close(shared.part(y, 1), linears[1](y), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(shared.part(x, 2), linears[2](x), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 3
 
 
 def _rss_file_kib() -> int:
