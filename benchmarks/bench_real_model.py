@@ -3,7 +3,7 @@
     python benchmarks/bench_real_model.py engine    # in-process engine vs transformers' generate
     python benchmarks/bench_real_model.py threads   # OpenMP wait policy beside a busy neighbour
     python benchmarks/bench_real_model.py targets [1 8 32]   # issue 39 item 7, in one run
-    python benchmarks/bench_real_model.py sustained [32]     # concurrency held, as a server sees it
+    python benchmarks/bench_real_model.py sustained [32] [--kv-mib 267]  # concurrency held, as served
 
 `engine`: the same prompts (arith questions in the chat template), greedy, the same new-token
 count, one batch: tokens/s of `TransformersEngine` (continuously batched chat calls) against one
@@ -294,7 +294,7 @@ def engine_sustained(
     return asyncio.run(go())
 
 
-def bench_sustained(concurrencies: list[int], new_tokens: int = 128) -> None:
+def bench_sustained(concurrencies: list[int], new_tokens: int = 128, kv_mib: float | None = None) -> None:
     import resource
 
     import torch
@@ -308,7 +308,7 @@ def bench_sustained(concurrencies: list[int], new_tokens: int = 128) -> None:
     for c in concurrencies:
         row = {
             "concurrency": c,
-            **{k: round(v, 1) for k, v in engine_sustained(folder, c, new_tokens).items()},
+            **{k: round(v, 1) for k, v in engine_sustained(folder, c, new_tokens, kv_mib=kv_mib).items()},
         }
         row["share_of_compute_bound"] = round(row["tok_s"] / bounds["compute_bound_tok_s"], 2)
         row["load"] = round(os.getloadavg()[0], 2)
@@ -368,8 +368,12 @@ if __name__ == "__main__":
         _child()
     elif what == "threads":
         bench_threads()
-    elif what == "sustained":
-        bench_sustained([int(x) for x in sys.argv[2:]] or [32])
+    elif what == "sustained":  # sustained [C ...] [--kv-mib MIB]: the engine's KV budget (default: its own)
+        args = sys.argv[2:]
+        kv = float(args[args.index("--kv-mib") + 1]) if "--kv-mib" in args else None
+        if kv is not None:
+            del args[args.index("--kv-mib") : args.index("--kv-mib") + 2]
+        bench_sustained([int(x) for x in args] or [32], kv_mib=kv)
     elif what == "targets":
         bench_targets([int(x) for x in sys.argv[2:]] or [1, 8, 32])
     else:
