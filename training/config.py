@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mars_eval.models.base import ConfigError
+from mars_eval.models.dtypes import DTYPES
 from mars_eval.prompts import PromptPack, load_pack, pack_dir
 from mars_eval.prompts.schema import GAME_PROMPT_STYLES
 
@@ -567,7 +568,7 @@ def validate(cfg: TrainConfig, world_size: int = 1, known_games: tuple[str, ...]
     """Every check that can fail before work starts. Raises ConfigError (one line)."""
     choices = {
         "engine": ("transformers", "vllm"),
-        "dtype": ("float32", "bfloat16"),  # "auto" is resolved before (build_config, Trainer)
+        "dtype": DTYPES,  # mars_eval's --dtype choices; "auto" is resolved before (build_config, Trainer)
         "master_dtype": ("float32", "bfloat16"),
         "loss_agg": ("trajectory", "turn"),
         "schedule_unit": ("optimizer", "rollout"),

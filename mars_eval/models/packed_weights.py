@@ -182,8 +182,9 @@ class PackReport:
 
 def pack_linears(lm: torch.nn.Module) -> PackReport:
     """Every fp32 CPU `nn.Linear` of `lm` replaced by a `PackedLinear` (a gated MLP's three by a
-    `PackedGatedMLP`), one module at a time, each weight's file pages dropped once it is packed
-    (peak memory stays one module's matrices above the start)."""
+    `PackedGatedMLP`, an attention's q, k, v by `PackedProjection`s of one `SharedProduct`), one
+    module at a time, each weight's file pages dropped once it is packed (peak memory stays one
+    module's matrices above the start)."""
     for name, value in PRIMITIVE_CACHES.items():
         os.environ.setdefault(name, value)
     report = PackReport()
