@@ -162,9 +162,7 @@ def _fusable_mlp(module: torch.nn.Module) -> bool:
     if type(module).__name__ not in GATED_MLPS or not hasattr(module, "act_fn"):
         return False
     parts = [getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
-    return all(
-        type(p) is torch.nn.Linear and p.bias is None and _packable(p.weight) for p in parts
-    )  # fmt: skip
+    return all(type(p) is torch.nn.Linear and p.bias is None and _packable(p.weight) for p in parts)
 
 
 def _packable(w: torch.Tensor | None) -> bool:
@@ -190,31 +188,30 @@ def pack_linears(lm: torch.nn.Module) -> PackReport:
     report = PackReport()
     mappings = _file_mappings()
 
+    def packed(weights: list[torch.Tensor]) -> None:
+        for w in weights:
+            report.matrices += 1
+            report.packed_bytes += w.numel() * w.element_size()
+            report.dropped_bytes += drop_file_pages(w, mappings)
+
     def pack_under(parent: torch.nn.Module) -> None:
         if _fusable_qkv(parent):
             linears = [getattr(parent, n) for n in QKV]
             shared = SharedProduct(linears)
             for i, (n, lin) in enumerate(zip(QKV, linears, strict=True)):
                 setattr(parent, n, PackedProjection(shared, i, lin.in_features))
-                report.matrices += 1
-                report.packed_bytes += lin.weight.numel() * lin.weight.element_size()
-                report.dropped_bytes += drop_file_pages(lin.weight, mappings)
+            packed([lin.weight for lin in linears])
             report.fused_qkv += 1
         for name, child in list(parent.named_children()):
             if _fusable_mlp(child):
-                weights = [getattr(child, n).weight for n in ("gate_proj", "up_proj", "down_proj")]
                 setattr(parent, name, PackedGatedMLP(child))
+                packed([getattr(child, n).weight for n in ("gate_proj", "up_proj", "down_proj")])
                 report.fused_mlps += 1
             elif type(child) is torch.nn.Linear and _packable(getattr(child, "weight", None)):
-                weights = [child.weight]
                 setattr(parent, name, PackedLinear(child.weight, child.bias))
+                packed([child.weight])
             else:
                 pack_under(child)
-                continue
-            for w in weights:
-                report.matrices += 1
-                report.packed_bytes += w.numel() * w.element_size()
-                report.dropped_bytes += drop_file_pages(w, mappings)
 
     pack_under(lm)
     return report

@@ -361,8 +361,8 @@ def run_curve(
         raise ConfigError(f"no complete checkpoint under {Path(train_dir) / 'checkpoints'}")
     check_spec(spec, [ckpt for _, ckpt in points])
     done = errored = 0
+    options = dict(engine=engine, progress=progress, dtype=dtype, kv_cache_mib=kv_cache_mib)
     for step, ckpt in points:
-        options = dict(engine=engine, progress=progress, dtype=dtype, kv_cache_mib=kv_cache_mib)
         for summary in evaluate_checkpoint(spec, ckpt, step, train_dir, **options):
             done += 1
             errored += int(summary.get("errors") or 0)
